@@ -1,0 +1,76 @@
+"""One planning cycle, from a snapshot and a traffic answer to a plan, with no I/O of its own.
+
+The CLI, the controller and the simulator all call `plan_cycle`, so the moves a user previews with
+`rebalancer plan` are the moves the controller would make on the same data.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from rebalancer.fit import Occupancy
+from rebalancer.graph import CostModel, build_graph
+from rebalancer.planner import Plan, PlannerState, plan
+from rebalancer.policy import Policy
+from rebalancer.snapshot import Snapshot
+from rebalancer.topology import Topology
+from rebalancer.traffic import PodTraffic, TrafficFailure
+from strategies.base import Candidate, ClusterView
+from strategies.registry import STRATEGIES
+
+
+@dataclass(frozen=True)
+class CycleOutcome:
+    topology: Topology
+    state: PlannerState
+    """The state to carry into the next cycle (streaks advanced; cooldowns are the executor's)."""
+    plan: Plan | None = None
+    failure: TrafficFailure | None = None
+    traffic: PodTraffic | None = None
+
+
+def build_view(policy: Policy, snapshot: Snapshot, traffic: PodTraffic) -> ClusterView:
+    levels = policy.topology.resolved_levels
+    topology = Topology.from_node_labels(
+        levels, {name: node.labels for name, node in snapshot.nodes.items()}
+    )
+    locations = {
+        pod.key: topology.node_locations[pod.node_name]
+        for pod in snapshot.pods.values()
+        if pod.node_name in topology.node_locations
+    }
+    graph = build_graph(traffic.rates, locations, policy.thresholds.min_pair_rate)
+    cost = CostModel(graph, topology, {pod: locations[pod] for pod in graph.nodes})
+    return ClusterView(snapshot, topology, cost, Occupancy.from_snapshot(snapshot))
+
+
+def propose(policy: Policy, view: ClusterView) -> list[Candidate]:
+    candidates: list[Candidate] = []
+    for config in policy.strategies:
+        if config.enabled:
+            candidates.extend(STRATEGIES[config.name].build(config.args).propose(view))
+    return candidates
+
+
+def plan_cycle(
+    policy: Policy,
+    snapshot: Snapshot,
+    traffic: PodTraffic | TrafficFailure,
+    state: PlannerState,
+    *,
+    now: float,
+    persistence_required: int | None = None,
+) -> CycleOutcome:
+    """Plan one cycle; a traffic failure plans nothing and resets the persistence streaks."""
+    if isinstance(traffic, TrafficFailure):
+        topology = Topology.from_node_labels(
+            policy.topology.resolved_levels,
+            {name: node.labels for name, node in snapshot.nodes.items()},
+        )
+        return CycleOutcome(topology, state.observe([]), failure=traffic)
+    view = build_view(policy, snapshot, traffic)
+    candidates = propose(policy, view)
+    observed = state.observe(candidates)
+    required = policy.persistence.cycles if persistence_required is None else persistence_required
+    result = plan(view, candidates, policy, observed, now=now, persistence_required=required)
+    return CycleOutcome(view.topology, observed, plan=result, traffic=traffic)

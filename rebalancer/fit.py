@@ -1,0 +1,190 @@
+"""Would kube-scheduler accept this pod on that node? The filter plugins a move depends on.
+
+The rebalancer only evicts; the scheduler decides where the replacement goes. A move is planned
+only when the target domain has a node that passes the same filters the scheduler runs: resources,
+nodeSelector, required node affinity, taints, required pod (anti-)affinity and topology spread.
+The evicted pod's own resources are *not* released on its old node, because they stay held until
+it has terminated, while its replacement already counts where it will land.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from rebalancer.selectors import matches_label_selector, matches_node_selector_terms
+from rebalancer.snapshot import Node, Pod, PodAffinityTerm, Resources, Snapshot, Taint
+
+_RELEASED_PHASES = frozenset({"Succeeded", "Failed"})
+_HARD_TAINT_EFFECTS = frozenset({"NoSchedule", "NoExecute"})
+
+
+@dataclass
+class Occupancy:
+    """Requested resources per node, and which node each pod counts on for spread and affinity."""
+
+    snapshot: Snapshot
+    requested: dict[str, Resources] = field(default_factory=dict)
+    placement: dict[str, str] = field(default_factory=dict)
+    """Pod key -> node; a planned pod counts on its target node."""
+
+    @classmethod
+    def from_snapshot(cls, snapshot: Snapshot) -> Occupancy:
+        occupancy = cls(snapshot)
+        for pod in snapshot.pods.values():
+            if pod.node_name and pod.phase not in _RELEASED_PHASES:
+                occupancy.placement[pod.key] = pod.node_name
+                occupancy.requested[pod.node_name] = (
+                    occupancy.requested.get(pod.node_name, Resources()) + pod.requests
+                )
+        return occupancy
+
+    def free(self, node: Node) -> Resources:
+        return node.allocatable - self.requested.get(node.name, Resources())
+
+    def reserve(self, pod: Pod, node_name: str) -> None:
+        """Hold room for the replacement on `node_name`; the old pod still holds its own."""
+        self.requested[node_name] = self.requested.get(node_name, Resources()) + pod.requests
+        self.placement[pod.key] = node_name
+
+    def copy(self) -> Occupancy:
+        return Occupancy(self.snapshot, dict(self.requested), dict(self.placement))
+
+
+def tolerates(tolerations: tuple[Mapping[str, Any], ...], taint: Taint) -> bool:
+    for toleration in tolerations:
+        effect = toleration.get("effect") or ""
+        if effect and effect != taint.effect:
+            continue
+        key = toleration.get("key") or ""
+        if toleration.get("operator") == "Exists":
+            if not key or key == taint.key:
+                return True
+        elif key == taint.key and (toleration.get("value") or "") == taint.value:
+            return True
+    return False
+
+
+def node_affinity_allows(pod: Pod, node: Node) -> bool:
+    """nodeSelector and required node affinity: the node-level part of a pod's placement rules."""
+    if any(node.labels.get(key) != value for key, value in pod.node_selector.items()):
+        return False
+    return not pod.required_node_terms or matches_node_selector_terms(
+        list(pod.required_node_terms), node.name, node.labels
+    )
+
+
+def rejection(pod: Pod, node: Node, occupancy: Occupancy, honor_soft_spread: bool) -> str | None:
+    """Why the scheduler would refuse `pod` on `node`, or None if it would accept it."""
+    if node.unschedulable or not node.ready:
+        return "node unschedulable or not ready"
+    if not pod.requests.fits_in(occupancy.free(node)):
+        return "insufficient resources"
+    if not node_affinity_allows(pod, node):
+        return "node selector or affinity"
+    for taint in node.taints:
+        if taint.effect in _HARD_TAINT_EFFECTS and not tolerates(pod.tolerations, taint):
+            return f"untolerated taint {taint.key}"
+    if not _pod_affinity_allows(pod, node, occupancy):
+        return "pod affinity or anti-affinity"
+    for constraint in pod.spread_constraints:
+        if (constraint.hard or honor_soft_spread) and _skew_after(
+            pod, node, constraint, occupancy
+        ) > (constraint.max_skew):
+            return f"topology spread on {constraint.topology_key}"
+    return None
+
+
+def _others_near(
+    pod: Pod, node: Node, term: PodAffinityTerm, occupancy: Occupancy
+) -> list[Pod] | None:
+    """Pods matching `term` in the candidate node's domain; None if the node lacks the key."""
+    value = node.labels.get(term.topology_key)
+    if value is None:
+        return None
+    snapshot = occupancy.snapshot
+    near = []
+    for key, node_name in occupancy.placement.items():
+        other = snapshot.pods[key]
+        if key == pod.key or other.namespace not in term.namespaces:
+            continue
+        if not matches_label_selector(term.label_selector, other.labels):
+            continue
+        if (
+            snapshot.nodes.get(node_name)
+            and snapshot.nodes[node_name].labels.get(term.topology_key) == value
+        ):
+            near.append(other)
+    return near
+
+
+def _pod_affinity_allows(pod: Pod, node: Node, occupancy: Occupancy) -> bool:
+    for term in pod.required_anti_affinity:
+        if _others_near(pod, node, term, occupancy):
+            return False
+    for term in pod.required_affinity:
+        near = _others_near(pod, node, term, occupancy)
+        if near is None:
+            return False
+        if not near and not _no_match_anywhere_but_self(pod, term, occupancy):
+            return False
+    # Existing pods' anti-affinity also keeps newcomers away (the scheduler checks both ways).
+    snapshot = occupancy.snapshot
+    for key, node_name in occupancy.placement.items():
+        other = snapshot.pods[key]
+        if key == pod.key or not other.required_anti_affinity:
+            continue
+        other_node = snapshot.nodes.get(node_name)
+        for term in other.required_anti_affinity:
+            if pod.namespace not in term.namespaces:
+                continue
+            if not matches_label_selector(term.label_selector, pod.labels):
+                continue
+            value = node.labels.get(term.topology_key)
+            if (
+                other_node
+                and value is not None
+                and other_node.labels.get(term.topology_key) == value
+            ):
+                return False
+    return True
+
+
+def _no_match_anywhere_but_self(pod: Pod, term: PodAffinityTerm, occupancy: Occupancy) -> bool:
+    """The scheduler lets the first pod of a self-affine group go anywhere."""
+    if not matches_label_selector(term.label_selector, pod.labels):
+        return False
+    return not any(
+        key != pod.key
+        and occupancy.snapshot.pods[key].namespace in term.namespaces
+        and matches_label_selector(term.label_selector, occupancy.snapshot.pods[key].labels)
+        for key in occupancy.placement
+    )
+
+
+def _skew_after(pod: Pod, node: Node, constraint: Any, occupancy: Occupancy) -> int:
+    """kube-scheduler's PodTopologySpread filter: count(target) + 1 - min over eligible domains."""
+    key = constraint.topology_key
+    target = node.labels.get(key)
+    if target is None:
+        return 0 if not constraint.hard else constraint.max_skew + 1
+    snapshot = occupancy.snapshot
+    counts: dict[str, int] = {}
+    for candidate in snapshot.nodes.values():
+        value = candidate.labels.get(key)
+        if value is not None and node_affinity_allows(pod, candidate):
+            counts.setdefault(value, 0)
+    for other_key, node_name in occupancy.placement.items():
+        other = snapshot.pods[other_key]
+        if other_key == pod.key or other.namespace != pod.namespace:
+            continue
+        if not matches_label_selector(constraint.label_selector, other.labels):
+            continue
+        other_node = snapshot.nodes.get(node_name)
+        value = other_node.labels.get(key) if other_node else None
+        if value in counts:
+            counts[value] += 1
+    if not counts:
+        return 0
+    return counts.get(target, 0) + 1 - min(counts.values())

@@ -1,0 +1,122 @@
+"""The communication graph (pods as vertices, traffic rates as weights) and the figures every
+report is made of: total traffic, traffic crossing each level, weighted cost and what it bills.
+
+The cost model lives here too, because the planner, the strategies and the reports must agree to the
+last digit on what a placement costs: a gain the planner counts is exactly the drop in the figure.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+import networkx as nx
+
+from rebalancer.snapshot import Snapshot
+from rebalancer.topology import Domain, Location, Topology
+
+SECONDS_PER_MONTH = 30.4375 * 24 * 3600
+"""An average month (365.25 / 12 days), the period cloud bills are read in."""
+
+
+@dataclass(frozen=True)
+class Price:
+    per_gb_cross_zone: float
+    bytes_per_unit: float | None
+    """Bytes per unit of rate; None when the unit cannot be converted, so no cost is claimed."""
+    zone_level: int
+
+
+@dataclass(frozen=True)
+class WorkloadPairFigure:
+    workloads: tuple[str, str]
+    rate: float
+    weighted_cost: float
+
+
+@dataclass(frozen=True)
+class Figures:
+    total: float
+    crossing: dict[str, float]
+    weighted_cost: float
+    monthly_cross_zone_cost: float | None
+    by_workload_pair: tuple[WorkloadPairFigure, ...] = ()
+
+
+def build_graph(
+    rates: Mapping[tuple[str, str], float], placed_pods: Iterable[str], min_pair_rate: float
+) -> nx.Graph[str]:
+    """Keep only pairs above the threshold whose both pods are placed on a known node."""
+    placed = set(placed_pods)
+    graph: nx.Graph[str] = nx.Graph()
+    for (a, b), rate in rates.items():
+        if rate >= min_pair_rate and rate > 0 and a in placed and b in placed:
+            graph.add_edge(a, b, weight=rate)
+    return graph
+
+
+@dataclass
+class CostModel:
+    """Pod locations and the cost they imply; the planner moves pods in it to predict the result."""
+
+    graph: nx.Graph[str]
+    topology: Topology
+    locations: dict[str, Location]
+    moved: dict[str, Domain] = field(default_factory=dict)
+
+    def pod_cost(self, pod: str, location: Location | None = None) -> float:
+        here = self.locations[pod] if location is None else location
+        return sum(
+            float(data["weight"]) * self.topology.distance(here, self.locations[peer])
+            for peer, data in self.graph.adj[pod].items()
+        )
+
+    def gain(self, pod: str, target: Domain) -> float:
+        """Cost saved by moving `pod` into `target`, assuming nothing below the target's level."""
+        return self.pod_cost(pod) - self.pod_cost(pod, self.topology.location_within(target))
+
+    def move(self, pod: str, target: Domain) -> None:
+        self.locations[pod] = self.topology.location_within(target)
+        self.moved[pod] = target
+
+    def copy(self) -> CostModel:
+        return CostModel(self.graph, self.topology, dict(self.locations), dict(self.moved))
+
+    def weighted_cost(self) -> float:
+        return sum(
+            float(data["weight"]) * self.topology.distance(self.locations[a], self.locations[b])
+            for a, b, data in self.graph.edges(data=True)
+        )
+
+    def figures(self, snapshot: Snapshot, price: Price) -> Figures:
+        levels = self.topology.levels
+        crossing = dict.fromkeys((level.name for level in levels), 0.0)
+        total = weighted = 0.0
+        pairs: dict[tuple[str, str], list[float]] = {}
+        for a, b, data in self.graph.edges(data=True):
+            rate = data["weight"]
+            here, there = self.locations[a], self.locations[b]
+            cost = rate * self.topology.distance(here, there)
+            total += rate
+            weighted += cost
+            for index in self.topology.crossed_levels(here, there):
+                crossing[levels[index].name] += rate
+            names = sorted((_workload_name(snapshot, a), _workload_name(snapshot, b)))
+            figure = pairs.setdefault((names[0], names[1]), [0.0, 0.0])
+            figure[0] += rate
+            figure[1] += cost
+        cross_zone = crossing[levels[price.zone_level].name]
+        monthly = None
+        if price.bytes_per_unit is not None:
+            gigabytes = cross_zone * price.bytes_per_unit * SECONDS_PER_MONTH / 1e9
+            monthly = gigabytes * price.per_gb_cross_zone
+        breakdown = tuple(
+            WorkloadPairFigure(pair, rate, cost)
+            for pair, (rate, cost) in sorted(pairs.items(), key=lambda item: -item[1][1])
+        )
+        return Figures(total, crossing, weighted, monthly, breakdown)
+
+
+def _workload_name(snapshot: Snapshot, pod_key: str) -> str:
+    pod = snapshot.pods[pod_key]
+    return str(pod.workload) if pod.workload else f"Pod/{pod_key}"

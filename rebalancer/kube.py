@@ -1,0 +1,79 @@
+"""The Kubernetes API edge: list what a snapshot needs, as raw JSON, page by page.
+
+Raw JSON (not the client's model objects) goes to the same parser as a `kubectl get -o json` file,
+so there is one parser to trust. Errors become SourceUnavailableError or InputError with one line.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+from kubernetes import client, config
+from kubernetes.client.exceptions import ApiException
+from kubernetes.config.config_exception import ConfigException
+from urllib3.exceptions import HTTPError
+
+from rebalancer.errors import InputError, SourceUnavailableError
+from rebalancer.snapshot import Snapshot, parse_items
+
+_PAGE_SIZE = 500
+
+
+def api_client(kubeconfig: str | None) -> client.ApiClient:
+    """In-cluster config when no kubeconfig is given and we run in a pod, else the kubeconfig."""
+    try:
+        if kubeconfig is None:
+            try:
+                config.load_incluster_config()  # type: ignore[no-untyped-call]
+                return client.ApiClient()
+            except ConfigException:
+                pass
+        api: client.ApiClient = config.new_client_from_config(  # type: ignore[no-untyped-call]
+            config_file=kubeconfig
+        )
+        return api
+    except (ConfigException, OSError, TypeError) as error:
+        where = kubeconfig or "default kubeconfig"
+        raise InputError(f"{where}: cannot load Kubernetes config ({error})") from None
+
+
+def _listers(api: client.ApiClient) -> list[tuple[str, str, Callable[..., Any]]]:
+    core, apps, policy = client.CoreV1Api(api), client.AppsV1Api(api), client.PolicyV1Api(api)
+    return [
+        ("Node", "v1", core.list_node),
+        ("Pod", "v1", core.list_pod_for_all_namespaces),
+        ("PodDisruptionBudget", "policy/v1", policy.list_pod_disruption_budget_for_all_namespaces),
+        ("ReplicaSet", "apps/v1", apps.list_replica_set_for_all_namespaces),
+        ("Deployment", "apps/v1", apps.list_deployment_for_all_namespaces),
+        ("StatefulSet", "apps/v1", apps.list_stateful_set_for_all_namespaces),
+    ]
+
+
+def list_cluster(api: client.ApiClient) -> dict[str, Any]:
+    """Everything a snapshot needs, as one `List` shaped like kubectl's output."""
+    items: list[dict[str, Any]] = []
+    for kind, api_version, lister in _listers(api):
+        token = None
+        while True:
+            try:
+                response = lister(limit=_PAGE_SIZE, _continue=token, _preload_content=False)
+                page = json.loads(response.data)
+            except ApiException as error:
+                raise SourceUnavailableError(
+                    f"Kubernetes API: list {kind}: HTTP {error.status} {error.reason}"
+                ) from None
+            except (HTTPError, OSError, ValueError) as error:
+                raise SourceUnavailableError(f"Kubernetes API: list {kind}: {error}") from None
+            for item in page.get("items") or ():
+                items.append({"apiVersion": api_version, "kind": kind, **item})
+            token = (page.get("metadata") or {}).get("continue")
+            if not token:
+                break
+    return {"apiVersion": "v1", "kind": "List", "items": items}
+
+
+def read_snapshot(api: client.ApiClient) -> Snapshot:
+    document = list_cluster(api)
+    return parse_items([(item, item["kind"]) for item in document["items"]], "Kubernetes API")

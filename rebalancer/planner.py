@@ -1,0 +1,390 @@
+"""From the strategies' candidates to a short, safe plan.
+
+The planner is greedy on gain and re-judges each candidate against a model that already contains
+every move picked before it, so two moves never claim the same gain and the predicted cost can only
+fall. Every safety rule lives here, once, for all strategies: protections, budgets, PDBs, HA spread,
+cooldowns, persistence and the scheduler's fit in the target domain. What it refuses is reported
+with the reason, so a dry-run tells the operator exactly why a pod stayed.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from pydantic import BaseModel, ConfigDict
+
+from rebalancer.fit import Occupancy, rejection
+from rebalancer.graph import CostModel, Figures, Price
+from rebalancer.policy import Policy
+from rebalancer.selectors import matches_label_selector
+from rebalancer.snapshot import SYSTEM_CRITICAL_CLASSES, Pod, Snapshot
+from rebalancer.topology import Domain, Topology
+from strategies.base import Candidate, ClusterView
+
+_GAIN_TOLERANCE = 1e-9
+
+
+@dataclass(frozen=True)
+class Move:
+    pod: str
+    workload: str | None
+    origin: dict[str, str]
+    target: Domain
+    destination: dict[str, str]
+    node: str
+    """The node the fit check found room on; the scheduler may pick another in the domain."""
+    gain: float
+    strategy: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class Skip:
+    pod: str
+    reason: str
+    strategy: str
+
+
+@dataclass(frozen=True)
+class Plan:
+    moves: tuple[Move, ...]
+    skipped: tuple[Skip, ...]
+    before: Figures
+    after: Figures
+    candidates: int
+
+
+class PlannerState(BaseModel):
+    """Loop protection that must outlive a cycle (and, in the controller, a restart).
+
+    `streaks` counts consecutive cycles in which a move was proposed; `last_moved` holds when each
+    workload was last moved, as Unix seconds.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    streaks: dict[str, int] = {}
+    last_moved: dict[str, float] = {}
+
+    def observe(self, candidates: Iterable[Candidate]) -> PlannerState:
+        """Advance streaks: proposed again means one more cycle, absent means back to zero."""
+        proposed = {streak_key(c) for c in candidates}
+        streaks = {key: self.streaks.get(key, 0) + 1 for key in sorted(proposed)}
+        return self.model_copy(update={"streaks": streaks})
+
+    def record_moves(self, moves: Iterable[Move], now: float) -> PlannerState:
+        last_moved = dict(self.last_moved)
+        for move in moves:
+            if move.workload is not None:
+                last_moved[move.workload] = now
+        return self.model_copy(update={"last_moved": last_moved})
+
+
+def streak_key(candidate: Candidate) -> str:
+    return f"{candidate.pod}->{candidate.target.level}:{'/'.join(candidate.target.key)}"
+
+
+def price_of(policy: Policy, topology: Topology) -> Price:
+    return Price(
+        per_gb_cross_zone=policy.price.per_gb_cross_zone,
+        bytes_per_unit=policy.traffic.bytes_per_unit
+        or (1.0 if policy.traffic.unit == "bytes/s" else None),
+        zone_level=topology.level_index(policy.topology.zone_level),
+    )
+
+
+def protection_reason(pod: Pod, snapshot: Snapshot, policy: Policy) -> str | None:
+    """Why this pod may never be moved under the policy, whatever the gain."""
+    scope, protections = policy.scope, policy.protections
+    if not pod.node_name or pod.phase != "Running" or not pod.ready:
+        return "not running and ready"
+    if scope.namespaces.include and pod.namespace not in scope.namespaces.include:
+        return "namespace not included"
+    if pod.namespace in scope.namespaces.exclude:
+        return "namespace excluded"
+    if scope.pod_selector is not None and not matches_label_selector(
+        scope.pod_selector.model_dump(), pod.labels
+    ):
+        return "outside the pod selector"
+    workload = snapshot.workloads.get(pod.workload) if pod.workload else None
+    annotations = [pod.annotations, workload.annotations if workload else {}]
+    if any(a.get(scope.opt_out_annotation, "").lower() == "true" for a in annotations):
+        return f"opted out ({scope.opt_out_annotation})"
+    if pod.controller_kind == "DaemonSet":
+        return "daemonset pod"
+    if pod.controller_kind == "Node":
+        return "static pod"
+    if pod.workload is None and not protections.evict_bare_pods:
+        return "bare pod (no controller recreates it)"
+    if pod.priority_class_name in SYSTEM_CRITICAL_CLASSES and not protections.evict_system_critical:
+        return "system-critical pod"
+    if (
+        protections.priority_threshold is not None
+        and pod.priority >= protections.priority_threshold
+    ):
+        return f"priority {pod.priority} at or above {protections.priority_threshold}"
+    if pod.has_local_storage and not protections.evict_local_storage:
+        return "local storage (emptyDir or hostPath)"
+    if pod.has_pvc and not protections.evict_pvc:
+        return "uses a persistent volume claim"
+    if pod.workload is not None and not protections.evict_single_replica:
+        replicas = workload.replicas if workload and workload.replicas is not None else None
+        if replicas is None:
+            replicas = len(snapshot.pods_of(pod.workload))
+        if replicas <= 1:
+            return "single-replica workload"
+    return None
+
+
+class _Budget:
+    """Counts planned evictions at every scope a limit applies to."""
+
+    def __init__(self, policy: Policy) -> None:
+        self.limits = policy.limits
+        self.used: Counter[tuple[str, str]] = Counter()
+        self.total = 0
+
+    def exhausted(self) -> bool:
+        return self.limits.per_cycle is not None and self.total >= self.limits.per_cycle
+
+    def refusal(self, scopes: dict[str, str]) -> str | None:
+        limits = {
+            "node": self.limits.per_node,
+            "namespace": self.limits.per_namespace,
+            "workload": self.limits.per_workload,
+            "zone": self.limits.per_zone,
+        }
+        for scope, value in scopes.items():
+            limit = limits[scope]
+            if limit is not None and self.used[(scope, value)] >= limit:
+                return f"per-{scope} limit {limit} reached ({value})"
+        return None
+
+    def spend(self, scopes: dict[str, str]) -> None:
+        self.total += 1
+        for scope, value in scopes.items():
+            self.used[(scope, value)] += 1
+
+
+@dataclass
+class _Cycle:
+    """One planning pass: the model being moved in, and every budget spent so far."""
+
+    view: ClusterView
+    policy: Policy
+    state: PlannerState
+    now: float
+    persistence_required: int
+    min_gain: float
+    cost: CostModel
+    occupancy: Occupancy
+    budget: _Budget
+    pdb_spent: Counter[str] = field(default_factory=Counter)
+
+    @property
+    def zone_level(self) -> int:
+        return self.view.topology.level_index(self.policy.topology.zone_level)
+
+    def refusal(self, pod: Pod, candidate: Candidate, gain: float) -> str | None:
+        """The first rule that forbids this move now, cheapest checks first."""
+        protected = protection_reason(pod, self.view.snapshot, self.policy)
+        if protected is not None:
+            return protected
+        if pod.workload is not None:
+            last = self.state.last_moved.get(str(pod.workload))
+            cooldown = self.policy.cooldown.per_workload_seconds
+            remaining = cooldown - (self.now - last) if last is not None else 0
+            if remaining > 0:
+                return f"workload in cooldown for {remaining:.0f}s more"
+        seen = self.state.streaks.get(streak_key(candidate), 0)
+        if seen < self.persistence_required:
+            return f"proposed {seen} of {self.persistence_required} consecutive cycles"
+        if gain <= 0 or gain < self.min_gain:
+            return f"gain {gain:.3g} below threshold {self.min_gain:.3g}"
+        refusal = self.budget.refusal(self.scopes(pod))
+        if refusal is not None:
+            return refusal
+        pdb = self.pdb_refusal(pod)
+        if pdb is not None:
+            return pdb
+        return self.spread_refusal(pod, candidate.target)
+
+    def scopes(self, pod: Pod) -> dict[str, str]:
+        scopes = {"node": pod.node_name or "", "namespace": pod.namespace}
+        if pod.workload is not None:
+            scopes["workload"] = str(pod.workload)
+        zone = self.view.topology.domain_of(self.view.cost.locations[pod.key], self.zone_level)
+        if zone is not None:
+            scopes["zone"] = "/".join(zone.key)
+        return scopes
+
+    def accept(self, pod: Pod, candidate: Candidate, gain: float, node: str) -> Move:
+        self.budget.spend(self.scopes(pod))
+        for pdb in self.view.snapshot.pdbs_for(pod):
+            self.pdb_spent[pdb.name] += 1
+        self.occupancy.reserve(pod, node)
+        topology = self.view.topology
+        origin = _describe(topology, self.cost.locations[pod.key])
+        self.cost.move(pod.key, candidate.target)
+        return Move(
+            pod=pod.key,
+            workload=str(pod.workload) if pod.workload else None,
+            origin=origin,
+            target=candidate.target,
+            destination=candidate.target.describe(topology.levels),
+            node=node,
+            gain=gain,
+            strategy=candidate.strategy,
+            reason=candidate.reason,
+        )
+
+    def pdb_refusal(self, pod: Pod) -> str | None:
+        pdbs = self.view.snapshot.pdbs_for(pod)
+        if len(pdbs) > 1:
+            return "more than one PDB selects the pod (the Eviction API refuses it)"
+        if not pdbs:
+            return None
+        pdb = pdbs[0]
+        if not pdb.status_observed:
+            return f"PDB {pdb.name} status not yet observed"
+        if pdb.disruptions_allowed - self.pdb_spent[pdb.name] < 1:
+            return f"PDB {pdb.name} allows no more disruptions"
+        return None
+
+    def spread_refusal(self, pod: Pod, target: Domain) -> str | None:
+        """HA beats locality: a workload keeps the number of domains the policy asks for."""
+        floor = self.policy.protections.min_spread
+        if floor.domains <= 1 or pod.workload is None:
+            return None
+        topology = self.view.topology
+        level = topology.level_index(floor.level)
+        siblings = [
+            p for p in self.view.snapshot.pods_of(pod.workload) if p.key in self.cost.locations
+        ]
+
+        def domains(moving: bool) -> set[Domain | None]:
+            found = set()
+            for sibling in siblings:
+                location = self.cost.locations[sibling.key]
+                if moving and sibling.key == pod.key:
+                    location = topology.location_within(target)
+                found.add(topology.domain_of(location, level))
+            return found
+
+        before, after = domains(False), domains(True)
+        required = min(floor.domains, len(before))
+        if len(after) < required:
+            return f"workload would span {len(after)} {floor.level}s, below {required}"
+        return None
+
+    def node_in(self, pod: Pod, target: Domain) -> str | _NoFit:
+        """The least loaded node in the target domain that the scheduler would accept."""
+        reasons: Counter[str] = Counter()
+        best: tuple[float, str] | None = None
+        snapshot = self.view.snapshot
+        for node_name in self.view.topology.nodes_by_domain.get(target, []):
+            node = snapshot.nodes[node_name]
+            if node_name == pod.node_name:
+                continue
+            refusal = rejection(
+                pod, node, self.occupancy, self.policy.protections.honor_soft_spread
+            )
+            if refusal is not None:
+                reasons[refusal] += 1
+                continue
+            free = self.occupancy.free(node)
+            score = _free_share(free.cpu_millis, node.allocatable.cpu_millis) + _free_share(
+                free.memory_bytes, node.allocatable.memory_bytes
+            )
+            if best is None or (-score, node_name) < (-best[0], best[1]):
+                best = (score, node_name)
+        if best is not None:
+            return best[1]
+        if not reasons:
+            return _NoFit("no usable node in the target domain")
+        reason, _count = reasons.most_common(1)[0]
+        return _NoFit(f"no node in the target domain fits ({reason})")
+
+
+@dataclass(frozen=True)
+class _NoFit:
+    reason: str
+
+
+def _free_share(free: int, allocatable: int) -> float:
+    return free / allocatable if allocatable > 0 else 0.0
+
+
+def plan(
+    view: ClusterView,
+    candidates: list[Candidate],
+    policy: Policy,
+    state: PlannerState,
+    *,
+    now: float,
+    persistence_required: int,
+) -> Plan:
+    """Pick safe moves by largest gain; `state` must already have observed these candidates."""
+    snapshot, topology = view.snapshot, view.topology
+    price = price_of(policy, topology)
+    before = view.cost.figures(snapshot, price)
+    thresholds = policy.thresholds
+    cycle = _Cycle(
+        view=view,
+        policy=policy,
+        state=state,
+        now=now,
+        persistence_required=persistence_required,
+        min_gain=max(thresholds.min_gain, thresholds.min_gain_ratio * before.weighted_cost),
+        cost=view.cost.copy(),
+        occupancy=view.occupancy.copy(),
+        budget=_Budget(policy),
+    )
+    moves: list[Move] = []
+    skipped: dict[str, Skip] = {}
+    heap = [(-c.gain, index, c) for index, c in enumerate(candidates)]
+    heapq.heapify(heap)
+
+    def skip(candidate: Candidate, reason: str) -> None:
+        skipped.setdefault(candidate.pod, Skip(candidate.pod, reason, candidate.strategy))
+
+    while heap and not cycle.budget.exhausted():
+        _negative_gain, index, candidate = heapq.heappop(heap)
+        if candidate.pod in cycle.cost.moved:
+            continue
+        gain = cycle.cost.gain(candidate.pod, candidate.target)
+        if heap and gain < -heap[0][0] - _GAIN_TOLERANCE:
+            heapq.heappush(heap, (-gain, index, candidate))  # outdated by earlier picks: re-rank
+            continue
+        pod = snapshot.pods[candidate.pod]
+        refusal = cycle.refusal(pod, candidate, gain)
+        if refusal is not None:
+            skip(candidate, refusal)
+            continue
+        node = cycle.node_in(pod, candidate.target)
+        if isinstance(node, _NoFit):
+            skip(candidate, node.reason)
+            continue
+        moves.append(cycle.accept(pod, candidate, gain, node))
+        skipped.pop(pod.key, None)
+    for _negative_gain, _index, candidate in heap:
+        if candidate.pod not in cycle.cost.moved:
+            skip(candidate, f"per-cycle limit {policy.limits.per_cycle} reached")
+    return Plan(
+        moves=tuple(moves),
+        skipped=tuple(sorted(skipped.values(), key=lambda s: s.pod)),
+        before=before,
+        after=cycle.cost.figures(snapshot, price),
+        candidates=len(candidates),
+    )
+
+
+def _describe(topology: Topology, location: tuple[str | None, ...]) -> dict[str, str]:
+    return {
+        level.name: value
+        for level, value in zip(topology.levels, location, strict=True)
+        if value is not None
+    }

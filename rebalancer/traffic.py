@@ -1,0 +1,308 @@
+"""Pod-to-pod traffic: the PromQL we send, a pure parser of Prometheus' answer, and the HTTP edge.
+
+Every way the data can be wrong ends in a `TrafficFailure`, never an exception that escapes: a
+controller that plans on a half-read or stale answer evicts on doubt, which must never happen.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections import Counter
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import requests
+from prometheus_api_client import PrometheusConnect
+from prometheus_api_client.exceptions import PrometheusApiClientException
+from urllib3.util.retry import Retry
+
+from rebalancer.errors import InputError
+from rebalancer.policy import CustomSource, HubbleSource, IstioSource
+from rebalancer.snapshot import Snapshot
+
+TrafficSourcePolicy = HubbleSource | IstioSource | CustomSource
+FailureReason = Literal[
+    "unreachable", "timeout", "bad-query", "bad-response", "empty", "stale", "invalid-value"
+]
+
+_ISTIO_BYTE_METRICS = (
+    "istio_tcp_sent_bytes_total|istio_tcp_received_bytes_total"
+    "|istio_request_bytes_sum|istio_response_bytes_sum"
+)
+
+
+@dataclass(frozen=True)
+class TrafficFailure:
+    """Why there is no usable traffic this cycle; any failure means no moves."""
+
+    reason: FailureReason
+    detail: str
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    namespace: str
+    name: str
+
+
+@dataclass(frozen=True)
+class Sample:
+    labels: Mapping[str, str]
+    value: float
+
+
+@dataclass
+class PodTraffic:
+    """Undirected rates between pods in the snapshot, plus what could not be mapped."""
+
+    rates: dict[tuple[str, str], float] = field(default_factory=dict)
+    unmatched: Counter[str] = field(default_factory=Counter)
+    """Why series were dropped: `unknown-pod`, `unknown-workload`, `self`, `unlabelled`."""
+    series: int = 0
+
+
+@dataclass(frozen=True)
+class Queries:
+    traffic: str
+    freshness: str
+    granularity: Literal["pod", "workload"]
+    endpoint_labels: tuple[str, str, str, str]
+    """Labels for source namespace, source name, destination namespace, destination name."""
+    combined_names: bool = False
+    """Source and destination are single labels holding "namespace/name"."""
+
+
+def build_queries(source: TrafficSourcePolicy) -> Queries:
+    """The single aggregated query per cycle, and the cheap one that dates its newest sample."""
+    window = source.window
+    if isinstance(source, HubbleSource):
+        extra = f",{source.matchers}" if source.matchers else ""
+        if source.label_style == "split":
+            labels = ("source_namespace", "source_pod", "destination_namespace", "destination_pod")
+            selector = f'{source.metric}{{source_pod!="",destination_pod!=""{extra}}}'
+        else:
+            labels = ("", "source", "", "destination")
+            selector = f'{source.metric}{{source!="",destination!=""{extra}}}'
+        grouping = ", ".join(label for label in labels if label)
+        return Queries(
+            traffic=f"sum by ({grouping}) (rate({selector}[{window}]))",
+            freshness=f"time() - max(timestamp({selector}))",
+            granularity="pod",
+            endpoint_labels=labels,
+            combined_names=source.label_style == "combined",
+        )
+    if isinstance(source, IstioSource):
+        labels = (
+            "source_workload_namespace",
+            "source_workload",
+            "destination_workload_namespace",
+            "destination_workload",
+        )
+        selector = f'{{__name__=~"{_ISTIO_BYTE_METRICS}",reporter="{source.reporter}"}}'
+        return Queries(
+            traffic=f"sum by ({', '.join(labels)}) (rate({selector}[{window}]))",
+            freshness=f"time() - max(timestamp({selector}))",
+            granularity="workload",
+            endpoint_labels=labels,
+        )
+    return Queries(
+        traffic=source.query,
+        freshness=source.freshness_query,
+        granularity=source.granularity,
+        endpoint_labels=(
+            source.source_namespace_label,
+            source.source_label,
+            source.destination_namespace_label,
+            source.destination_label,
+        ),
+    )
+
+
+def parse_vector(response: Any) -> list[Sample] | TrafficFailure:
+    """Parse a decoded `/api/v1/query` response body into samples; pure, for recorded JSON too."""
+    if not isinstance(response, Mapping):
+        return TrafficFailure("bad-response", "response is not a JSON object")
+    if response.get("status") != "success":
+        error_type = response.get("errorType", "unknown")
+        reason: FailureReason = "bad-query" if error_type == "bad_data" else "bad-response"
+        return TrafficFailure(reason, f"{error_type}: {response.get('error', 'no error text')}")
+    data = response.get("data")
+    if not isinstance(data, Mapping) or not isinstance(data.get("result"), list):
+        return TrafficFailure("bad-response", "data.result is missing")
+    if data.get("resultType") not in {"vector", "scalar"}:
+        return TrafficFailure("bad-response", f"expected a vector, got {data.get('resultType')}")
+    result = data["result"]
+    if data["resultType"] == "scalar":
+        result = [{"metric": {}, "value": result}]
+    samples: list[Sample] = []
+    for index, entry in enumerate(result):
+        try:
+            labels = dict(entry["metric"])
+            _timestamp, raw = entry["value"]
+            value = float(raw)
+        except (KeyError, TypeError, ValueError):
+            return TrafficFailure("bad-response", f"data.result[{index}] is not a sample")
+        if not all(isinstance(v, str) for v in labels.values()):
+            return TrafficFailure(
+                "bad-response", f"data.result[{index}].metric: labels must be text"
+            )
+        if math.isnan(value) or math.isinf(value) or value < 0:
+            return TrafficFailure("invalid-value", f"data.result[{index}] has value {raw!r}")
+        samples.append(Sample(labels, value))
+    return samples
+
+
+def _endpoints(sample: Sample, queries: Queries) -> tuple[Endpoint, Endpoint] | None:
+    src_ns, src_name, dst_ns, dst_name = queries.endpoint_labels
+    labels = sample.labels
+    if queries.combined_names:
+        source, _, destination = labels.get(src_name, ""), None, labels.get(dst_name, "")
+        src = source.split("/", 1)
+        dst = destination.split("/", 1)
+        if len(src) != 2 or len(dst) != 2 or not all(src + dst):
+            return None
+        return Endpoint(src[0], src[1]), Endpoint(dst[0], dst[1])
+    names = (labels.get(src_ns), labels.get(src_name), labels.get(dst_ns), labels.get(dst_name))
+    if not all(names):
+        return None
+    return Endpoint(names[0] or "", names[1] or ""), Endpoint(names[2] or "", names[3] or "")
+
+
+def map_to_pods(samples: list[Sample], queries: Queries, snapshot: Snapshot) -> PodTraffic:
+    """Attach rates to the snapshot's pods; workload rates are split evenly over pod pairs."""
+    traffic = PodTraffic(series=len(samples))
+    workload_pods: dict[tuple[str, str], list[str]] = {}
+    if queries.granularity == "workload":
+        for pod in snapshot.pods.values():
+            if pod.workload is not None and pod.node_name:
+                key = (pod.workload.namespace, pod.workload.name)
+                workload_pods.setdefault(key, []).append(pod.key)
+    for sample in samples:
+        endpoints = _endpoints(sample, queries)
+        if endpoints is None:
+            traffic.unmatched["unlabelled"] += 1
+            continue
+        if queries.granularity == "pod":
+            pods_a = [f"{endpoints[0].namespace}/{endpoints[0].name}"]
+            pods_b = [f"{endpoints[1].namespace}/{endpoints[1].name}"]
+            if not all(key in snapshot.pods for key in pods_a + pods_b):
+                traffic.unmatched["unknown-pod"] += 1
+                continue
+        else:
+            pods_a = workload_pods.get((endpoints[0].namespace, endpoints[0].name), [])
+            pods_b = workload_pods.get((endpoints[1].namespace, endpoints[1].name), [])
+            if not pods_a or not pods_b:
+                traffic.unmatched["unknown-workload"] += 1
+                continue
+        share = sample.value / (len(pods_a) * len(pods_b))
+        for a in pods_a:
+            for b in pods_b:
+                if a == b:
+                    traffic.unmatched["self"] += 1
+                    continue
+                pair = (a, b) if a < b else (b, a)
+                traffic.rates[pair] = traffic.rates.get(pair, 0.0) + share
+    return traffic
+
+
+def judge_freshness(samples: list[Sample], max_age_seconds: float) -> TrafficFailure | None:
+    if not samples:
+        return TrafficFailure("stale", "no raw samples at all behind the traffic query")
+    age = samples[0].value
+    if age > max_age_seconds:
+        return TrafficFailure("stale", f"newest sample {age:.0f}s old, max {max_age_seconds:g}s")
+    return None
+
+
+def read_traffic(
+    traffic_samples: list[Sample] | TrafficFailure,
+    freshness_samples: list[Sample] | TrafficFailure | None,
+    queries: Queries,
+    snapshot: Snapshot,
+    max_age_seconds: float,
+) -> PodTraffic | TrafficFailure:
+    """Turn parsed answers into pod traffic, or the first reason this cycle must not act."""
+    if isinstance(traffic_samples, TrafficFailure):
+        return traffic_samples
+    if isinstance(freshness_samples, TrafficFailure):
+        return freshness_samples
+    if not traffic_samples:
+        return TrafficFailure("empty", "the traffic query returned no series")
+    if freshness_samples is not None:
+        stale = judge_freshness(freshness_samples, max_age_seconds)
+        if stale is not None:
+            return stale
+    duplicated = _duplicated_pairs(traffic_samples, queries)
+    if duplicated:
+        return TrafficFailure("bad-response", f"{duplicated} duplicate series for the same pair")
+    traffic = map_to_pods(traffic_samples, queries, snapshot)
+    if not traffic.rates:
+        return TrafficFailure(
+            "empty", f"none of {traffic.series} series matched a pod in the snapshot"
+        )
+    return traffic
+
+
+def _duplicated_pairs(samples: list[Sample], queries: Queries) -> int:
+    """An aggregated query returns each pair once; more means the labels do not name pairs."""
+    seen = Counter(_endpoints(sample, queries) for sample in samples)
+    return sum(count - 1 for endpoints, count in seen.items() if endpoints and count > 1)
+
+
+def load_response_file(path: Path) -> list[Sample] | TrafficFailure:
+    """A saved `/api/v1/query` answer (`curl .../api/v1/query?query=...`), parsed as if live."""
+    try:
+        document = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as error:
+        raise InputError(f"{path}: cannot read traffic file ({error.strerror})") from None
+    except json.JSONDecodeError as error:
+        raise InputError(f"{path}: not valid JSON (line {error.lineno}: {error.msg})") from None
+    parsed = parse_vector(document)
+    if isinstance(parsed, TrafficFailure) and parsed.reason == "bad-response":
+        raise InputError(f"{path}: not a Prometheus query response ({parsed.detail})")
+    return parsed
+
+
+class PrometheusReader:
+    """The HTTP edge: sends the queries through prometheus-api-client, classifies what went wrong,
+    and hands every answer to the same pure parser that reads recorded files."""
+
+    def __init__(self, url: str, timeout_seconds: float) -> None:
+        self.url = url
+        self.timeout_seconds = timeout_seconds
+        # One quick retry for a dropped connection; a longer wait belongs to the next cycle.
+        retry = Retry(total=1, backoff_factor=0.2, status_forcelist=(502, 503, 504))
+        self._client = PrometheusConnect(url=url, retry=retry, timeout=timeout_seconds)
+
+    def query(self, promql: str) -> list[Sample] | TrafficFailure:
+        try:
+            result = self._client.custom_query(promql)
+        except requests.Timeout:
+            return TrafficFailure("timeout", f"{self.url}: no answer in {self.timeout_seconds:g}s")
+        except requests.RequestException as error:
+            return TrafficFailure("unreachable", f"{self.url}: {type(error).__name__}")
+        except PrometheusApiClientException as error:
+            return _classify_http_error(self.url, str(error))
+        except ValueError:
+            return TrafficFailure("bad-response", f"{self.url}: the answer is not JSON")
+        return parse_vector({"status": "success", "data": _as_data(result)})
+
+
+def _as_data(result: Any) -> dict[str, Any]:
+    """custom_query returns only `data.result`; a scalar is a bare [timestamp, value] pair."""
+    is_scalar = isinstance(result, list) and len(result) == 2 and not isinstance(result[0], dict)
+    return {"resultType": "scalar" if is_scalar else "vector", "result": result}
+
+
+def _classify_http_error(url: str, message: str) -> TrafficFailure:
+    status = re.search(r"HTTP Status Code (\d+)", message)
+    code = int(status.group(1)) if status else 0
+    error_text = re.search(r'"error":"((?:[^"\\]|\\.)*)"', message)
+    detail = error_text.group(1) if error_text else message[:200]
+    if code in {400, 422}:
+        return TrafficFailure("bad-query", f"{url} refused the query (HTTP {code}): {detail}")
+    return TrafficFailure("unreachable", f"{url} answered HTTP {code}: {detail}")

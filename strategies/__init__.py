@@ -1,0 +1,1 @@
+"""Strategy plugins: each finds bad placements of one kind and proposes moves; none evicts."""

@@ -1,0 +1,52 @@
+"""What every strategy sees and returns.
+
+Strategies only propose. Budgets, PDBs, fit and cooldowns are the planner's, so that a new strategy
+cannot forget a safety check and two strategies cannot spend the same budget twice.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+from pydantic import BaseModel, ConfigDict
+
+from rebalancer.fit import Occupancy
+from rebalancer.graph import CostModel
+from rebalancer.snapshot import Snapshot
+from rebalancer.topology import Domain, Topology
+
+
+class StrategyArgs(BaseModel):
+    """Args shared by every strategy; each strategy extends it with its own, with defaults."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    level: str = "zone"
+    """The topology level, by name, at which the strategy judges placements."""
+
+
+@dataclass(frozen=True)
+class Candidate:
+    pod: str
+    target: Domain
+    gain: float
+    """Weighted traffic saved, judged on the placement the strategy saw."""
+    reason: str
+    strategy: str
+
+
+@dataclass(frozen=True)
+class ClusterView:
+    """A read-only view of one cycle; the cost model is the planner's starting point."""
+
+    snapshot: Snapshot
+    topology: Topology
+    cost: CostModel
+    occupancy: Occupancy
+
+
+class Strategy(Protocol):
+    name: str
+
+    def propose(self, view: ClusterView) -> list[Candidate]: ...

@@ -1,0 +1,102 @@
+"""Shared builders of small clusters, so each test states only what it is about."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import pytest
+
+from rebalancer.engine import build_view
+from rebalancer.planner import Plan, PlannerState, plan
+from rebalancer.policy import Policy
+from rebalancer.snapshot import Snapshot, parse_snapshot
+from rebalancer.testing import builders as b
+from rebalancer.traffic import PodTraffic
+from strategies.base import ClusterView
+
+ZONES_RACKS_POLICY: dict[str, Any] = {
+    "topology": {
+        "levels": [
+            {"name": "zone", "label": b.ZONE_LABEL, "weight": 10},
+            {"name": "rack", "label": b.RACK_LABEL, "weight": 3},
+            {"name": "host", "label": b.HOST_LABEL, "weight": 1},
+        ]
+    },
+    "thresholds": {"min_gain": 0, "min_gain_ratio": 0, "min_pair_rate": 0},
+    "limits": {
+        "per_cycle": None,
+        "per_node": None,
+        "per_namespace": None,
+        "per_workload": None,
+        "per_zone": None,
+    },
+}
+
+
+def make_policy(**overrides: Any) -> Policy:
+    """The zone/rack/host policy with no limits, updated key by key (one level deep)."""
+    document = {key: dict(value) for key, value in ZONES_RACKS_POLICY.items()}
+    for key, value in overrides.items():
+        if isinstance(value, dict) and isinstance(document.get(key), dict):
+            document[key] = {**document[key], **value}
+        else:
+            document[key] = value
+    return Policy.model_validate(document)
+
+
+def grid_nodes(zones: str = "ab", racks: int = 2, per_rack: int = 2, **kwargs: Any) -> list[b.Obj]:
+    """Nodes named node-<zone><rack><index>, for example node-a12 (zone a, rack 1, second)."""
+    return [
+        b.node(f"node-{zone}{rack}{index}", zone=zone, rack=f"r{rack}", **kwargs)
+        for zone in zones
+        for rack in range(1, racks + 1)
+        for index in range(1, per_rack + 1)
+    ]
+
+
+def snapshot_of(objects: Iterable[b.Obj]) -> Snapshot:
+    return parse_snapshot(b.k8s_list(objects), "test")
+
+
+def traffic_of(rates: dict[tuple[str, str], float]) -> PodTraffic:
+    traffic = PodTraffic(series=len(rates))
+    for (x, y), rate in rates.items():
+        pair = (x, y) if x < y else (y, x)
+        traffic.rates[pair] = traffic.rates.get(pair, 0.0) + rate
+    return traffic
+
+
+def all_pairs(
+    first: Iterable[str], second: Iterable[str], rate: float
+) -> dict[tuple[str, str], float]:
+    return {(x, y): rate for x in first for y in second}
+
+
+def pod_keys(snapshot: Snapshot, prefix: str) -> list[str]:
+    return sorted(key for key in snapshot.pods if key.split("/", 1)[1].startswith(prefix))
+
+
+PlanFn = Callable[..., tuple[Plan, ClusterView]]
+
+
+@pytest.fixture
+def plan_once() -> PlanFn:
+    """Plan one cycle with persistence already satisfied, returning the plan and its view."""
+
+    def run(
+        policy: Policy,
+        snapshot: Snapshot,
+        rates: dict[tuple[str, str], float],
+        state: PlannerState | None = None,
+        now: float = 1_000_000.0,
+    ) -> tuple[Plan, ClusterView]:
+        from rebalancer.engine import propose
+
+        view = build_view(policy, snapshot, traffic_of(rates))
+        candidates = propose(policy, view)
+        observed = (state or PlannerState()).observe(candidates)
+        result = plan(view, candidates, policy, observed, now=now, persistence_required=1)
+        return result, view
+
+    return run

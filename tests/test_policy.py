@@ -1,0 +1,124 @@
+"""The policy loads with safe defaults and refuses bad input with one line naming the field."""
+
+from __future__ import annotations
+
+import pytest
+
+from rebalancer.errors import InputError
+from rebalancer.policy import Policy, parse_policy
+from strategies.gang_consolidation import GangConsolidationArgs
+
+
+def test_defaults_are_safe() -> None:
+    policy = Policy()
+    assert policy.mode == "dry-run"
+    assert [level.name for level in policy.topology.resolved_levels] == ["region", "zone", "host"]
+    assert policy.traffic.source == "hubble"
+    assert [s.name for s in policy.strategies] == ["split-peers"]
+    assert policy.protections.evict_bare_pods is False
+    assert policy.protections.evict_single_replica is False
+    assert policy.scope.namespaces.exclude == ("kube-system",)
+    assert policy.limits.per_cycle == 10
+    assert policy.persistence.cycles == 3
+    assert policy.price.per_gb_cross_zone == 0.02
+
+
+def test_empty_document_is_the_default_policy() -> None:
+    assert parse_policy("", "p.yaml") == Policy()
+
+
+@pytest.mark.parametrize(
+    ("preset", "labels"),
+    [
+        ("aws", ["topology.kubernetes.io/zone"] + [
+            f"topology.k8s.aws/network-node-layer-{n}" for n in (1, 2, 3)
+        ]),
+        ("gke", ["topology.kubernetes.io/zone"] + [
+            f"cloud.google.com/gce-topology-{n}" for n in ("block", "subblock", "host")
+        ]),
+    ],
+)
+def test_presets_expand_to_their_labels(preset: str, labels: list[str]) -> None:
+    policy = parse_policy(f"topology: {{preset: {preset}}}", "p.yaml")
+    assert [level.label for level in policy.topology.resolved_levels] == labels
+
+
+def test_custom_rack_level_and_strategy_args() -> None:
+    policy = parse_policy(
+        """
+topology:
+  levels:
+    - {name: zone, label: topology.kubernetes.io/zone, weight: 10}
+    - {name: rack, label: network.example.com/tor, weight: 3}
+strategies:
+  - name: gang-consolidation
+    args: {level: rack, group_by: community}
+""",
+        "p.yaml",
+    )
+    args = policy.strategies[0].args
+    assert isinstance(args, GangConsolidationArgs)
+    assert args.group_by == "community"
+    assert args.min_group_size == 2
+
+
+def test_custom_traffic_source() -> None:
+    policy = parse_policy(
+        """
+traffic:
+  source: custom
+  query: sum by (src, dst) (rate(my_bytes_total[2m]))
+  freshness_query: time() - max(timestamp(my_bytes_total))
+  source_label: src
+  destination_label: dst
+""",
+        "p.yaml",
+    )
+    assert policy.traffic.source == "custom"
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        pytest.param("mode: evict-all", "p.yaml: mode: Input should be 'dry-run', 'evict' or "
+                     "'migrate'", id="wrong-enum"),
+        pytest.param("interval_seconds: soon", "p.yaml: interval_seconds: Input should be a "
+                     "valid number", id="wrong-type"),
+        pytest.param("limits: {per_cycle: -1}", "p.yaml: limits.per_cycle: Input should be "
+                     "greater than or equal to 0", id="negative-limit"),
+        pytest.param("limitz: {}", "p.yaml: limitz: Extra inputs are not permitted",
+                     id="unknown-top-level-key"),
+        pytest.param("limits: {per_pod: 1}", "p.yaml: limits.per_pod: Extra inputs are not "
+                     "permitted", id="unknown-nested-key"),
+        pytest.param("strategies: [{name: teleport}]", "p.yaml: strategies.0.name: unknown strategy "
+                     "'teleport' (known: gang-consolidation, split-peers)", id="unknown-strategy"),
+        pytest.param("strategies: [{name: split-peers, args: {min_share: 2}}]",
+                     "p.yaml: strategies.0.args.min_share: Input should be less than or equal "
+                     "to 1", id="bad-strategy-arg"),
+        pytest.param("strategies: [{name: split-peers, args: {level: rack}}]",
+                     "p.yaml: strategies.0.args.level: unknown level 'rack' (levels: region, "
+                     "zone, host)", id="unknown-level"),
+        pytest.param(
+            "traffic: {source: custom, query: 'sum by (a (rate(x[5m])', freshness_query: 'x'}",
+            "p.yaml: traffic.query: invalid PromQL: unclosed left parenthesis", id="bad-promql"),
+        pytest.param("traffic: {source: hubble, window: 5 minutes}",
+                     "p.yaml: traffic.window: not a PromQL duration such as '5m': '5 minutes'",
+                     id="bad-window"),
+        pytest.param("traffic: {source: kafka}", "p.yaml: traffic: Input tag 'kafka' found using "
+                     "'source' does not match any of the expected tags", id="unknown-source"),
+        pytest.param("topology: {preset: aws, levels: [{name: z, label: z, weight: 1}]}",
+                     "p.yaml: topology: give either 'preset' or 'levels', not both",
+                     id="preset-and-levels"),
+        pytest.param("topology: {levels: [{name: zone, label: z, weight: 1}, "
+                     "{name: rack, label: r, weight: 5}]}",
+                     "p.yaml: topology: level weights must not grow from wide to narrow, "
+                     "got [1.0, 5.0]", id="weights-grow"),
+        pytest.param("mode: [", "p.yaml: line 1 not valid YAML", id="bad-yaml"),
+        pytest.param("- a\n- b", "p.yaml: a policy is a mapping, got list", id="not-a-mapping"),
+    ],
+)
+def test_bad_policy_gives_one_line_naming_the_field(text: str, message: str) -> None:
+    with pytest.raises(InputError) as raised:
+        parse_policy(text, "p.yaml")
+    assert str(raised.value).startswith(message)
+    assert "\n" not in str(raised.value)

@@ -1,0 +1,137 @@
+"""The snapshot reads what kubectl prints: owners, requests, rules and PDB status."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from rebalancer.errors import InputError
+from rebalancer.snapshot import Resources, WorkloadRef, load_snapshot, parse_snapshot
+from rebalancer.testing import builders as b
+from tests.conftest import snapshot_of
+
+
+def test_pods_resolve_through_replicasets_to_their_deployment() -> None:
+    snapshot = snapshot_of([b.node("n1", "a"), *b.deployment_pods("web", ["n1", "n1"])])
+    workloads = {pod.workload for pod in snapshot.pods.values()}
+    assert workloads == {WorkloadRef("Deployment", "default", "web")}
+    assert snapshot.workloads[WorkloadRef("Deployment", "default", "web")].replicas == 2
+
+
+@pytest.mark.parametrize(
+    ("owner", "expected"),
+    [
+        (("StatefulSet", "db"), WorkloadRef("StatefulSet", "default", "db")),
+        (("Job", "train"), WorkloadRef("Job", "default", "train")),
+        (("ReplicaSet", "orphan-rs"), WorkloadRef("ReplicaSet", "default", "orphan-rs")),
+        (None, None),
+    ],
+    ids=["statefulset", "job", "replicaset-without-deployment", "bare"],
+)
+def test_owner_kinds(owner: tuple[str, str] | None, expected: WorkloadRef | None) -> None:
+    snapshot = snapshot_of([b.pod("p", "n1", owner)])
+    assert snapshot.pods["default/p"].workload == expected
+
+
+def test_requests_sum_containers_and_take_the_largest_init_container() -> None:
+    def two_containers_and_init(pod: b.Obj) -> None:
+        pod["spec"]["containers"].append(
+            {"name": "sidecar", "resources": {"requests": {"cpu": "0.25", "memory": "1Gi"}}}
+        )
+        pod["spec"]["initContainers"] = [
+            {"name": "warm", "resources": {"requests": {"cpu": "2", "memory": "1Mi"}}}
+        ]
+
+    snapshot = snapshot_of([b.pod("p", "n1", None, mutate=two_containers_and_init)])
+    assert snapshot.pods["default/p"].requests == Resources(
+        cpu_millis=2000, memory_bytes=512 * 2**20 + 2**30, pods=1
+    )
+
+
+def test_rules_and_volumes_are_read() -> None:
+    def rules(pod: b.Obj) -> None:
+        pod["spec"].update(
+            nodeSelector={"disk": "ssd"},
+            tolerations=[{"key": "gpu", "operator": "Exists"}],
+            priority=1000,
+            priorityClassName="system-node-critical",
+            volumes=[{"name": "cache", "emptyDir": {}}, {"name": "d", "persistentVolumeClaim": {}}],
+            affinity={
+                "podAntiAffinity": {
+                    "requiredDuringSchedulingIgnoredDuringExecution": [
+                        {"labelSelector": {"matchLabels": {"app": "x"}}, "topologyKey": "zone"}
+                    ]
+                }
+            },
+            topologySpreadConstraints=[
+                {"maxSkew": 2, "topologyKey": "zone", "whenUnsatisfiable": "ScheduleAnyway"}
+            ],
+        )
+
+    pod = snapshot_of([b.pod("p", "n1", None, mutate=rules)]).pods["default/p"]
+    assert pod.node_selector == {"disk": "ssd"}
+    assert pod.priority == 1000 and pod.priority_class_name == "system-node-critical"
+    assert pod.has_local_storage and pod.has_pvc
+    assert pod.required_anti_affinity[0].topology_key == "zone"
+    assert pod.required_anti_affinity[0].namespaces == ("default",)
+    assert pod.spread_constraints[0].max_skew == 2 and not pod.spread_constraints[0].hard
+
+
+def test_nodes_and_pdbs() -> None:
+    def cordoned(node: b.Obj) -> None:
+        node["spec"]["unschedulable"] = True
+        node["spec"]["taints"] = [{"key": "k", "value": "v", "effect": "NoSchedule"}]
+
+    snapshot = snapshot_of([
+        b.node("n1", "a", cpu="3500m", memory="1Gi", mutate=cordoned),
+        b.pdb("web", {"app": "web"}, 1),
+        b.pdb("stale", {"app": "db"}, 1, observed=False),
+    ])
+    node = snapshot.nodes["n1"]
+    assert node.allocatable == Resources(3500, 2**30, 110)
+    assert node.unschedulable and node.taints[0].effect == "NoSchedule"
+    assert [(p.name, p.status_observed) for p in snapshot.pdbs] == [("web", True), ("stale", False)]
+
+
+def test_typed_lists_without_item_kinds_are_read() -> None:
+    node = b.node("n1", "a")
+    del node["kind"]
+    snapshot = parse_snapshot({"kind": "NodeList", "items": [node]}, "nodes.json")
+    assert list(snapshot.nodes) == ["n1"]
+
+
+@pytest.mark.parametrize(
+    ("document", "message"),
+    [
+        ({"kind": "Pod"}, "s.json: not a Kubernetes List (expected an object with 'items')"),
+        ({"items": ["x"]}, "s.json: items[0]: expected an object"),
+        (
+            b.k8s_list([b.pod("p", "n1", None, cpu="lots")]),
+            "s.json: items[0] (Pod p): spec.containers[0].resources.requests.cpu: "
+            "invalid quantity 'lots'",
+        ),
+        (
+            b.k8s_list([{"kind": "Pod", "metadata": {"name": "p", "labels": ["x"]}}]),
+            "s.json: items[0] (Pod p): metadata.labels: expected dict, got list",
+        ),
+    ],
+    ids=["not-a-list", "item-not-object", "bad-quantity", "wrong-type"],
+)
+def test_malformed_snapshots_name_the_field(document: object, message: str) -> None:
+    with pytest.raises(InputError, match="^" + message.replace("(", r"\(").replace(")", r"\)")
+                       .replace("[", r"\[").replace("]", r"\]") + "$"):
+        parse_snapshot(document, "s.json")
+
+
+def test_missing_and_malformed_files(tmp_path: Path) -> None:
+    with pytest.raises(InputError, match="cannot read snapshot"):
+        load_snapshot(tmp_path / "absent.json")
+    broken = tmp_path / "broken.json"
+    broken.write_text("{\n  'items': ")
+    with pytest.raises(InputError, match=r"broken.json: not valid JSON \(line 2"):
+        load_snapshot(broken)
+    good = tmp_path / "good.json"
+    good.write_text(json.dumps(b.k8s_list([b.node("n1", "a")])))
+    assert list(load_snapshot(good).nodes) == ["n1"]
