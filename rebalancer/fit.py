@@ -14,7 +14,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rebalancer.selectors import matches_label_selector, matches_node_selector_terms
-from rebalancer.snapshot import Node, Pod, PodAffinityTerm, Resources, Snapshot, Taint
+from rebalancer.snapshot import (
+    Node,
+    Pod,
+    PodAffinityTerm,
+    Resources,
+    Snapshot,
+    SpreadConstraint,
+    Taint,
+)
 
 _RELEASED_PHASES = frozenset({"Succeeded", "Failed"})
 _HARD_TAINT_EFFECTS = frozenset({"NoSchedule", "NoExecute"})
@@ -89,9 +97,8 @@ def rejection(pod: Pod, node: Node, occupancy: Occupancy, honor_soft_spread: boo
     if not _pod_affinity_allows(pod, node, occupancy):
         return "pod affinity or anti-affinity"
     for constraint in pod.spread_constraints:
-        if (constraint.hard or honor_soft_spread) and _skew_after(
-            pod, node, constraint, occupancy
-        ) > (constraint.max_skew):
+        enforced = constraint.hard or honor_soft_spread
+        if enforced and _spread_broken(pod, node, constraint, occupancy):
             return f"topology spread on {constraint.topology_key}"
     return None
 
@@ -163,28 +170,44 @@ def _no_match_anywhere_but_self(pod: Pod, term: PodAffinityTerm, occupancy: Occu
     )
 
 
-def _skew_after(pod: Pod, node: Node, constraint: Any, occupancy: Occupancy) -> int:
-    """kube-scheduler's PodTopologySpread filter: count(target) + 1 - min over eligible domains."""
+def _spread_broken(
+    pod: Pod, node: Node, constraint: SpreadConstraint, occupancy: Occupancy
+) -> bool:
+    """kube-scheduler's PodTopologySpread filter (count(target) + 1 - min <= maxSkew), and also
+    the whole workload's skew must not grow past maxSkew: the scheduler never sees a pod *leave* a
+    domain, but an eviction does, and HA beats locality."""
     key = constraint.topology_key
     target = node.labels.get(key)
     if target is None:
-        return 0 if not constraint.hard else constraint.max_skew + 1
+        return constraint.hard
     snapshot = occupancy.snapshot
     counts: dict[str, int] = {}
     for candidate in snapshot.nodes.values():
         value = candidate.labels.get(key)
         if value is not None and node_affinity_allows(pod, candidate):
             counts.setdefault(value, 0)
+    origin = None
     for other_key, node_name in occupancy.placement.items():
         other = snapshot.pods[other_key]
-        if other_key == pod.key or other.namespace != pod.namespace:
+        if other.namespace != pod.namespace:
             continue
         if not matches_label_selector(constraint.label_selector, other.labels):
             continue
         other_node = snapshot.nodes.get(node_name)
         value = other_node.labels.get(key) if other_node else None
-        if value in counts:
+        if other_key == pod.key:
+            origin = value
+        elif value in counts:
             counts[value] += 1
-    if not counts:
-        return 0
-    return counts.get(target, 0) + 1 - min(counts.values())
+    if target not in counts:
+        return False
+    if counts[target] + 1 - min(counts.values()) > constraint.max_skew:
+        return True
+    before = dict(counts)
+    if origin in before:
+        before[origin] += 1
+    after = dict(counts)
+    after[target] += 1
+    skew_before = max(before.values()) - min(before.values())
+    skew_after = max(after.values()) - min(after.values())
+    return skew_after > max(constraint.max_skew, skew_before)

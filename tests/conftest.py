@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from rebalancer.engine import build_view
+from rebalancer.engine import build_view, propose
 from rebalancer.planner import Plan, PlannerState, plan
 from rebalancer.policy import Policy
 from rebalancer.snapshot import Snapshot, parse_snapshot
@@ -91,8 +91,6 @@ def plan_once() -> PlanFn:
         state: PlannerState | None = None,
         now: float = 1_000_000.0,
     ) -> tuple[Plan, ClusterView]:
-        from rebalancer.engine import propose
-
         view = build_view(policy, snapshot, traffic_of(rates))
         candidates = propose(policy, view)
         observed = (state or PlannerState()).observe(candidates)

@@ -30,12 +30,16 @@ def test_empty_document_is_the_default_policy() -> None:
 @pytest.mark.parametrize(
     ("preset", "labels"),
     [
-        ("aws", ["topology.kubernetes.io/zone"] + [
-            f"topology.k8s.aws/network-node-layer-{n}" for n in (1, 2, 3)
-        ]),
-        ("gke", ["topology.kubernetes.io/zone"] + [
-            f"cloud.google.com/gce-topology-{n}" for n in ("block", "subblock", "host")
-        ]),
+        (
+            "aws",
+            ["topology.kubernetes.io/zone"]
+            + [f"topology.k8s.aws/network-node-layer-{n}" for n in (1, 2, 3)],
+        ),
+        (
+            "gke",
+            ["topology.kubernetes.io/zone"]
+            + [f"cloud.google.com/gce-topology-{n}" for n in ("block", "subblock", "host")],
+        ),
     ],
 )
 def test_presets_expand_to_their_labels(preset: str, labels: list[str]) -> None:
@@ -80,39 +84,74 @@ traffic:
 @pytest.mark.parametrize(
     ("text", "message"),
     [
-        pytest.param("mode: evict-all", "p.yaml: mode: Input should be 'dry-run', 'evict' or "
-                     "'migrate'", id="wrong-enum"),
-        pytest.param("interval_seconds: soon", "p.yaml: interval_seconds: Input should be a "
-                     "valid number", id="wrong-type"),
-        pytest.param("limits: {per_cycle: -1}", "p.yaml: limits.per_cycle: Input should be "
-                     "greater than or equal to 0", id="negative-limit"),
-        pytest.param("limitz: {}", "p.yaml: limitz: Extra inputs are not permitted",
-                     id="unknown-top-level-key"),
-        pytest.param("limits: {per_pod: 1}", "p.yaml: limits.per_pod: Extra inputs are not "
-                     "permitted", id="unknown-nested-key"),
-        pytest.param("strategies: [{name: teleport}]", "p.yaml: strategies.0.name: unknown strategy "
-                     "'teleport' (known: gang-consolidation, split-peers)", id="unknown-strategy"),
-        pytest.param("strategies: [{name: split-peers, args: {min_share: 2}}]",
-                     "p.yaml: strategies.0.args.min_share: Input should be less than or equal "
-                     "to 1", id="bad-strategy-arg"),
-        pytest.param("strategies: [{name: split-peers, args: {level: rack}}]",
-                     "p.yaml: strategies.0.args.level: unknown level 'rack' (levels: region, "
-                     "zone, host)", id="unknown-level"),
+        pytest.param(
+            "mode: evict-all",
+            "p.yaml: mode: Input should be 'dry-run', 'evict' or 'migrate'",
+            id="wrong-enum",
+        ),
+        pytest.param(
+            "interval_seconds: soon",
+            "p.yaml: interval_seconds: Input should be a valid number",
+            id="wrong-type",
+        ),
+        pytest.param(
+            "limits: {per_cycle: -1}",
+            "p.yaml: limits.per_cycle: Input should be greater than or equal to 0",
+            id="negative-limit",
+        ),
+        pytest.param(
+            "limitz: {}",
+            "p.yaml: limitz: Extra inputs are not permitted",
+            id="unknown-top-level-key",
+        ),
+        pytest.param(
+            "limits: {per_pod: 1}",
+            "p.yaml: limits.per_pod: Extra inputs are not permitted",
+            id="unknown-nested-key",
+        ),
+        pytest.param(
+            "strategies: [{name: teleport}]",
+            "p.yaml: strategies.0.name: unknown strategy "
+            "'teleport' (known: gang-consolidation, split-peers)",
+            id="unknown-strategy",
+        ),
+        pytest.param(
+            "strategies: [{name: split-peers, args: {min_share: 2}}]",
+            "p.yaml: strategies.0.args.min_share: Input should be less than or equal to 1",
+            id="bad-strategy-arg",
+        ),
+        pytest.param(
+            "strategies: [{name: split-peers, args: {level: rack}}]",
+            "p.yaml: strategies.0.args.level: unknown level 'rack' (levels: region, zone, host)",
+            id="unknown-level",
+        ),
         pytest.param(
             "traffic: {source: custom, query: 'sum by (a (rate(x[5m])', freshness_query: 'x'}",
-            "p.yaml: traffic.query: invalid PromQL: unclosed left parenthesis", id="bad-promql"),
-        pytest.param("traffic: {source: hubble, window: 5 minutes}",
-                     "p.yaml: traffic.window: not a PromQL duration such as '5m': '5 minutes'",
-                     id="bad-window"),
-        pytest.param("traffic: {source: kafka}", "p.yaml: traffic: Input tag 'kafka' found using "
-                     "'source' does not match any of the expected tags", id="unknown-source"),
-        pytest.param("topology: {preset: aws, levels: [{name: z, label: z, weight: 1}]}",
-                     "p.yaml: topology: give either 'preset' or 'levels', not both",
-                     id="preset-and-levels"),
-        pytest.param("topology: {levels: [{name: zone, label: z, weight: 1}, "
-                     "{name: rack, label: r, weight: 5}]}",
-                     "p.yaml: topology: level weights must not grow from wide to narrow, "
-                     "got [1.0, 5.0]", id="weights-grow"),
+            "p.yaml: traffic.query: invalid PromQL: unclosed left parenthesis",
+            id="bad-promql",
+        ),
+        pytest.param(
+            "traffic: {source: hubble, window: 5 minutes}",
+            "p.yaml: traffic.window: not a PromQL duration such as '5m': '5 minutes'",
+            id="bad-window",
+        ),
+        pytest.param(
+            "traffic: {source: kafka}",
+            "p.yaml: traffic: Input tag 'kafka' found using "
+            "'source' does not match any of the expected tags",
+            id="unknown-source",
+        ),
+        pytest.param(
+            "topology: {preset: aws, levels: [{name: z, label: z, weight: 1}]}",
+            "p.yaml: topology: give either 'preset' or 'levels', not both",
+            id="preset-and-levels",
+        ),
+        pytest.param(
+            "topology: {levels: [{name: zone, label: z, weight: 1}, "
+            "{name: rack, label: r, weight: 5}]}",
+            "p.yaml: topology: level weights must not grow from wide to narrow, got [1.0, 5.0]",
+            id="weights-grow",
+        ),
         pytest.param("mode: [", "p.yaml: line 1 not valid YAML", id="bad-yaml"),
         pytest.param("- a\n- b", "p.yaml: a policy is a mapping, got list", id="not-a-mapping"),
     ],

@@ -84,11 +84,13 @@ def test_nodes_and_pdbs() -> None:
         node["spec"]["unschedulable"] = True
         node["spec"]["taints"] = [{"key": "k", "value": "v", "effect": "NoSchedule"}]
 
-    snapshot = snapshot_of([
-        b.node("n1", "a", cpu="3500m", memory="1Gi", mutate=cordoned),
-        b.pdb("web", {"app": "web"}, 1),
-        b.pdb("stale", {"app": "db"}, 1, observed=False),
-    ])
+    snapshot = snapshot_of(
+        [
+            b.node("n1", "a", cpu="3500m", memory="1Gi", mutate=cordoned),
+            b.pdb("web", {"app": "web"}, 1),
+            b.pdb("stale", {"app": "db"}, 1, observed=False),
+        ]
+    )
     node = snapshot.nodes["n1"]
     assert node.allocatable == Resources(3500, 2**30, 110)
     assert node.unschedulable and node.taints[0].effect == "NoSchedule"
@@ -120,8 +122,12 @@ def test_typed_lists_without_item_kinds_are_read() -> None:
     ids=["not-a-list", "item-not-object", "bad-quantity", "wrong-type"],
 )
 def test_malformed_snapshots_name_the_field(document: object, message: str) -> None:
-    with pytest.raises(InputError, match="^" + message.replace("(", r"\(").replace(")", r"\)")
-                       .replace("[", r"\[").replace("]", r"\]") + "$"):
+    with pytest.raises(
+        InputError,
+        match="^"
+        + message.replace("(", r"\(").replace(")", r"\)").replace("[", r"\[").replace("]", r"\]")
+        + "$",
+    ):
         parse_snapshot(document, "s.json")
 
 

@@ -1,4 +1,4 @@
-"""Domains are hierarchical, distances take the widest differing level, unknown is never a target."""
+"""Domains are hierarchical, distance is the widest differing level, unknown is never a target."""
 
 from __future__ import annotations
 

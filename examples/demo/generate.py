@@ -37,15 +37,33 @@ def cluster() -> list[b.Obj]:
         b.pdb("cart", {"app": "cart"}, 1, namespace="shop"),
     ]
     objects += b.deployment_pods(
-        "ledger", ["node-a22", "node-b22", "node-c11"], namespace="payments", mutate_pod=_zone_spread
+        "ledger",
+        ["node-a22", "node-b22", "node-c11"],
+        namespace="payments",
+        mutate_pod=_zone_spread,
     )
     objects += b.deployment_pods("metrics-agent", ["node-a11", "node-c21"], namespace="ops")
-    gang_nodes = ["node-a11", "node-a12", "node-a21", "node-a22",
-                  "node-b11", "node-b21", "node-c12", "node-c22"]
+    gang_nodes = [
+        "node-a11",
+        "node-a12",
+        "node-a21",
+        "node-a22",
+        "node-b11",
+        "node-b21",
+        "node-c12",
+        "node-c22",
+    ]
     for index, node_name in enumerate(gang_nodes):
         objects.append(
-            b.pod(f"resnet-worker-{index}", node_name, ("Job", "resnet"),
-                  labels={"job-name": "resnet"}, namespace="ml", cpu="1", memory="2Gi")
+            b.pod(
+                f"resnet-worker-{index}",
+                node_name,
+                ("Job", "resnet"),
+                labels={"job-name": "resnet"},
+                namespace="ml",
+                cpu="1",
+                memory="2Gi",
+            )
         )
     return objects
 

@@ -1,0 +1,262 @@
+"""Every rule the planner enforces, one case each, on small clusters."""
+
+from __future__ import annotations
+
+import pytest
+
+from rebalancer.engine import plan_cycle
+from rebalancer.planner import PlannerState
+from rebalancer.testing import builders as b
+from rebalancer.traffic import TrafficFailure
+from tests.conftest import (
+    PlanFn,
+    all_pairs,
+    grid_nodes,
+    make_policy,
+    pod_keys,
+    snapshot_of,
+    traffic_of,
+)
+
+
+def chatty_pair(client_nodes: list[str], server_nodes: list[str]) -> list[b.Obj]:
+    return [
+        *grid_nodes(),
+        *b.deployment_pods("client", client_nodes),
+        *b.deployment_pods("server", server_nodes),
+    ]
+
+
+def chatty_rates(objects: list[b.Obj], rate: float = 10.0) -> dict[tuple[str, str], float]:
+    snapshot = snapshot_of(objects)
+    return all_pairs(pod_keys(snapshot, "client"), pod_keys(snapshot, "server"), rate)
+
+
+def test_a_pair_split_across_zones_is_pulled_together(plan_once: PlanFn) -> None:
+    objects = chatty_pair(["node-a11", "node-a12"], ["node-b11", "node-b12"])
+    plan, _view = plan_once(make_policy(), snapshot_of(objects), chatty_rates(objects))
+    assert plan.moves, plan.skipped
+    assert plan.after.crossing["zone"] < plan.before.crossing["zone"]
+    for move in plan.moves:
+        assert move.origin["zone"] != move.destination["zone"]
+        assert move.strategy == "split-peers"
+    assert sum(m.gain for m in plan.moves) == pytest.approx(
+        plan.before.weighted_cost - plan.after.weighted_cost
+    )
+
+
+def test_a_converged_placement_plans_nothing(plan_once: PlanFn) -> None:
+    objects = chatty_pair(["node-a11", "node-a11"], ["node-a11", "node-a11"])
+    plan, _view = plan_once(make_policy(), snapshot_of(objects), chatty_rates(objects))
+    assert plan.moves == () and plan.candidates == 0
+
+
+@pytest.mark.parametrize(
+    ("allowed", "moved"), [(0, 0), (1, 1)], ids=["pdb-exhausted", "pdb-allows-one"]
+)
+def test_pdb_budget_is_respected(plan_once: PlanFn, allowed: int, moved: int) -> None:
+    objects = chatty_pair(["node-a11", "node-a12", "node-a21"], ["node-b11"] * 3)
+    objects.append(b.pdb("client", {"app": "client"}, allowed))
+    objects.append(b.pdb("server", {"app": "server"}, 0))
+    plan, _view = plan_once(make_policy(), snapshot_of(objects), chatty_rates(objects))
+    assert len(plan.moves) == moved
+    assert all("client" in m.pod for m in plan.moves)
+    reasons = {s.reason for s in plan.skipped}
+    assert "PDB server allows no more disruptions" in reasons
+
+
+def test_a_pdb_whose_status_is_not_observed_blocks(plan_once: PlanFn) -> None:
+    objects = chatty_pair(["node-a11", "node-a12"], ["node-b11", "node-b12"])
+    objects += [
+        b.pdb("client", {"app": "client"}, 5, observed=False),
+        b.pdb("server", {"app": "server"}, 5, observed=False),
+    ]
+    plan, _view = plan_once(make_policy(), snapshot_of(objects), chatty_rates(objects))
+    assert plan.moves == ()
+    assert {s.reason for s in plan.skipped} == {
+        "PDB client status not yet observed",
+        "PDB server status not yet observed",
+    }
+
+
+@pytest.mark.parametrize(
+    ("limits", "expected_moves"),
+    [
+        ({"per_cycle": 1}, 1),
+        ({"per_workload": 1}, 2),
+        ({"per_namespace": 2}, 2),
+        ({"per_node": 1, "per_zone": 1}, 2),
+        ({"per_cycle": 0}, 0),
+    ],
+    ids=["per-cycle", "per-workload", "per-namespace", "per-zone", "zero"],
+)
+def test_limits_cap_the_plan(
+    plan_once: PlanFn, limits: dict[str, int], expected_moves: int
+) -> None:
+    objects = chatty_pair(
+        ["node-a11", "node-a12", "node-a21"], ["node-b11", "node-b12", "node-b21"]
+    )
+    policy = make_policy(limits=limits)
+    plan, _view = plan_once(policy, snapshot_of(objects), chatty_rates(objects))
+    assert len(plan.moves) == expected_moves
+    workloads = [m.workload for m in plan.moves]
+    if "per_workload" in limits:
+        assert len(set(workloads)) == len(workloads)
+    if "per_zone" in limits:
+        assert len({m.origin["zone"] for m in plan.moves}) == len(plan.moves)
+
+
+def test_cooldown_keeps_a_recently_moved_workload_still(plan_once: PlanFn) -> None:
+    objects = chatty_pair(["node-a11", "node-a12"], ["node-b11", "node-b12"])
+    policy = make_policy(cooldown={"per_workload_seconds": 600})
+    recent = PlannerState(
+        last_moved={"Deployment/default/client": 1_000_000.0 - 60, "Deployment/default/server": 1.0}
+    )
+    plan, _view = plan_once(policy, snapshot_of(objects), chatty_rates(objects), recent)
+    assert {m.workload for m in plan.moves} == {"Deployment/default/server"}
+    client_skips = [s for s in plan.skipped if "client" in s.pod]
+    assert client_skips and all(
+        s.reason == "workload in cooldown for 540s more" for s in client_skips
+    )
+
+
+def test_a_move_waits_until_it_has_persisted() -> None:
+    objects = chatty_pair(["node-a11", "node-a12"], ["node-b11", "node-b12"])
+    snapshot, traffic = snapshot_of(objects), traffic_of(chatty_rates(objects))
+    policy = make_policy(persistence={"cycles": 3})
+    state = PlannerState()
+    for cycle in range(1, 4):
+        outcome = plan_cycle(policy, snapshot, traffic, state, now=float(cycle))
+        assert outcome.plan is not None
+        state = outcome.state
+        if cycle < 3:
+            assert outcome.plan.moves == ()
+            assert outcome.plan.skipped[0].reason == f"proposed {cycle} of 3 consecutive cycles"
+    assert outcome.plan is not None and outcome.plan.moves
+
+
+def test_missing_data_plans_nothing_and_resets_persistence() -> None:
+    objects = chatty_pair(["node-a11", "node-a12"], ["node-b11", "node-b12"])
+    snapshot = snapshot_of(objects)
+    policy = make_policy()
+    state = plan_cycle(
+        policy, snapshot, traffic_of(chatty_rates(objects)), PlannerState(), now=1.0
+    ).state
+    assert state.streaks
+    outcome = plan_cycle(policy, snapshot, TrafficFailure("stale", "old"), state, now=2.0)
+    assert outcome.plan is None and outcome.failure is not None
+    assert outcome.state.streaks == {}
+
+
+def _opt_out(pod: b.Obj) -> None:
+    pod["metadata"]["annotations"] = {"topology-rebalancer.io/exclude": "true"}
+
+
+def _empty_dir(pod: b.Obj) -> None:
+    pod["spec"]["volumes"] = [{"name": "scratch", "emptyDir": {}}]
+
+
+def _critical(pod: b.Obj) -> None:
+    pod["spec"]["priorityClassName"] = "system-cluster-critical"
+
+
+def _daemonset(pod: b.Obj) -> None:
+    pod["metadata"]["ownerReferences"][0]["kind"] = "DaemonSet"
+
+
+def _not_ready(pod: b.Obj) -> None:
+    pod["status"]["conditions"][0]["status"] = "False"
+
+
+@pytest.mark.parametrize(
+    ("mutate", "reason"),
+    [
+        (_opt_out, "opted out (topology-rebalancer.io/exclude)"),
+        (_empty_dir, "local storage (emptyDir or hostPath)"),
+        (_critical, "system-critical pod"),
+        (_daemonset, "daemonset pod"),
+        (_not_ready, "not running and ready"),
+    ],
+    ids=["opt-out", "local-storage", "system-critical", "daemonset", "not-ready"],
+)
+def test_protected_pods_stay(plan_once: PlanFn, mutate: b.Mutator, reason: str) -> None:
+    objects = [
+        *grid_nodes(),
+        *b.deployment_pods("client", ["node-a11", "node-a12"], mutate_pod=mutate),
+        *b.deployment_pods("server", ["node-b11", "node-b12"], mutate_pod=mutate),
+    ]
+    plan, _view = plan_once(make_policy(), snapshot_of(objects), chatty_rates(objects))
+    assert plan.moves == ()
+    assert {s.reason for s in plan.skipped} == {reason}
+
+
+def test_bare_and_single_replica_pods_stay_by_default(plan_once: PlanFn) -> None:
+    objects = [*grid_nodes(), b.pod("bare", "node-a11"), *b.deployment_pods("solo", ["node-b11"])]
+    snapshot = snapshot_of(objects)
+    rates = {("default/bare", pod_keys(snapshot, "solo")[0]): 50.0}
+    plan, _view = plan_once(make_policy(), snapshot, rates)
+    assert plan.moves == ()
+    assert {s.reason for s in plan.skipped} == {
+        "bare pod (no controller recreates it)",
+        "single-replica workload",
+    }
+    allowed = make_policy(protections={"evict_bare_pods": True, "evict_single_replica": True})
+    plan, _view = plan_once(allowed, snapshot, rates)
+    assert len(plan.moves) == 1
+
+
+def test_namespace_scope(plan_once: PlanFn) -> None:
+    objects = chatty_pair(["node-a11", "node-a12"], ["node-b11", "node-b12"])
+    policy = make_policy(scope={"namespaces": {"include": ["prod"]}})
+    plan, _view = plan_once(policy, snapshot_of(objects), chatty_rates(objects))
+    assert plan.moves == ()
+    assert {s.reason for s in plan.skipped} == {"namespace not included"}
+
+
+def test_no_room_in_the_target_domain_means_no_move(plan_once: PlanFn) -> None:
+    objects = [
+        *[b.node(f"node-a{i}", zone="a", rack="r1", cpu="1") for i in (1, 2)],
+        *[b.node(f"node-b{i}", zone="b", rack="r1", cpu="1") for i in (1, 2)],
+        *b.deployment_pods("client", ["node-a1", "node-a2"], cpu="800m"),
+        *b.deployment_pods("server", ["node-b1", "node-b2"], cpu="800m"),
+    ]
+    plan, _view = plan_once(make_policy(), snapshot_of(objects), chatty_rates(objects))
+    assert plan.moves == ()
+    assert {s.reason for s in plan.skipped} == {
+        "no node in the target domain fits (insufficient resources)"
+    }
+
+
+def test_ha_floor_keeps_a_workload_in_enough_zones(plan_once: PlanFn) -> None:
+    objects = chatty_pair(["node-a11", "node-b11"], ["node-b12", "node-b21"])
+    floor = make_policy(protections={"min_spread": {"level": "zone", "domains": 2}})
+    plan, _view = plan_once(floor, snapshot_of(objects), chatty_rates(objects))
+    assert all(not m.pod.startswith("default/client") for m in plan.moves)
+    assert "workload would span 1 zones, below 2" in {s.reason for s in plan.skipped}
+    plan, _view = plan_once(make_policy(), snapshot_of(objects), chatty_rates(objects))
+    assert any(m.pod.startswith("default/client") for m in plan.moves)
+
+
+def test_two_strategies_never_count_one_gain_twice(plan_once: PlanFn) -> None:
+    objects = [*grid_nodes()]
+    gang_nodes = ["node-a11", "node-a12", "node-b11", "node-b12"]
+    objects += [
+        b.pod(f"w{i}", n, ("Job", "train"), labels={"job-name": "train"})
+        for i, n in enumerate(gang_nodes)
+    ]
+    snapshot = snapshot_of(objects)
+    workers = pod_keys(snapshot, "w")
+    rates = {(x, y): 10.0 for x in workers for y in workers if x < y}
+    policy = make_policy(
+        strategies=[
+            {"name": "split-peers", "args": {"level": "zone", "min_share": 0.5}},
+            {"name": "gang-consolidation", "args": {"level": "zone"}},
+        ]
+    )
+    plan, _view = plan_once(policy, snapshot, rates)
+    assert plan.candidates > len({m.pod for m in plan.moves})  # both proposed the same pods
+    assert len({m.pod for m in plan.moves}) == len(plan.moves)
+    assert sum(m.gain for m in plan.moves) == pytest.approx(
+        plan.before.weighted_cost - plan.after.weighted_cost
+    )
+    assert plan.after.crossing["zone"] == 0

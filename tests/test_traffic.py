@@ -1,0 +1,215 @@
+"""Prometheus answers become pod rates, and every bad answer becomes a named failure."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from rebalancer.errors import InputError
+from rebalancer.policy import CustomSource, HubbleSource, IstioSource
+from rebalancer.testing import builders as b
+from rebalancer.traffic import (
+    PodTraffic,
+    Sample,
+    TrafficFailure,
+    build_queries,
+    load_response_file,
+    parse_vector,
+    read_traffic,
+)
+from tests.conftest import snapshot_of
+
+SPLIT = build_queries(HubbleSource(source="hubble"))
+SNAPSHOT = snapshot_of(
+    [
+        b.node("n1", "a"),
+        *b.deployment_pods("web", ["n1", "n1"]),
+        *b.deployment_pods("api", ["n1"]),
+    ]
+)
+WEB = sorted(key for key in SNAPSHOT.pods if "web" in key)
+API = next(key for key in SNAPSHOT.pods if "api" in key)
+FRESH = [Sample({}, 5.0)]
+
+
+def vector(*entries: tuple[dict[str, str], str]) -> dict[str, Any]:
+    result = [{"metric": metric, "value": [1.7e9, value]} for metric, value in entries]
+    return {"status": "success", "data": {"resultType": "vector", "result": result}}
+
+
+def split_labels(source: str, destination: str) -> dict[str, str]:
+    return {
+        "source_namespace": source.partition("/")[0],
+        "source_pod": source.partition("/")[2],
+        "destination_namespace": destination.partition("/")[0],
+        "destination_pod": destination.partition("/")[2],
+    }
+
+
+def test_hubble_queries_aggregate_once_per_pair() -> None:
+    assert SPLIT.traffic == (
+        "sum by (source_namespace, source_pod, destination_namespace, destination_pod) "
+        '(rate(hubble_flows_processed_total{source_pod!="",destination_pod!=""}[5m]))'
+    )
+    assert SPLIT.freshness == (
+        'time() - max(timestamp(hubble_flows_processed_total{source_pod!="",destination_pod!=""}))'
+    )
+    combined = build_queries(
+        HubbleSource(source="hubble", label_style="combined", matchers='verdict="FORWARDED"')
+    )
+    assert combined.traffic == (
+        "sum by (source, destination) (rate(hubble_flows_processed_total"
+        '{source!="",destination!="",verdict="FORWARDED"}[5m]))'
+    )
+
+
+def test_istio_query_sums_byte_metrics_by_workload() -> None:
+    queries = build_queries(IstioSource(source="istio", window="2m"))
+    assert queries.granularity == "workload"
+    assert queries.traffic.startswith(
+        "sum by (source_workload_namespace, source_workload, destination_workload_namespace, "
+        'destination_workload) (rate({__name__=~"istio_tcp_sent_bytes_total|'
+    )
+    assert queries.traffic.endswith('reporter="source"}[2m]))')
+
+
+def test_both_directions_of_a_pair_add_up_on_one_undirected_edge() -> None:
+    samples = parse_vector(
+        vector((split_labels(WEB[0], API), "3.5"), (split_labels(API, WEB[0]), "1.5"))
+    )
+    traffic = read_traffic(samples, FRESH, SPLIT, SNAPSHOT, 60)
+    assert isinstance(traffic, PodTraffic)
+    assert traffic.rates == {tuple(sorted((WEB[0], API))): 5.0}
+
+
+def test_combined_labels_name_pods_as_namespace_slash_name() -> None:
+    queries = build_queries(HubbleSource(source="hubble", label_style="combined"))
+    samples = parse_vector(
+        vector(
+            ({"source": WEB[1], "destination": API}, "2"),
+            ({"source": "world", "destination": API}, "9"),
+        )
+    )
+    traffic = read_traffic(samples, FRESH, queries, SNAPSHOT, 60)
+    assert isinstance(traffic, PodTraffic)
+    assert traffic.rates == {tuple(sorted((WEB[1], API))): 2.0}
+    assert traffic.unmatched == {"unlabelled": 1}
+
+
+def test_workload_rates_split_evenly_over_pod_pairs() -> None:
+    queries = build_queries(IstioSource(source="istio"))
+    labels = {
+        "source_workload_namespace": "default",
+        "source_workload": "web",
+        "destination_workload_namespace": "default",
+        "destination_workload": "api",
+    }
+    traffic = read_traffic(parse_vector(vector((labels, "10"))), FRESH, queries, SNAPSHOT, 60)
+    assert isinstance(traffic, PodTraffic)
+    assert traffic.rates == {tuple(sorted((web, API))): 5.0 for web in WEB}
+
+
+def test_custom_source_with_its_own_labels() -> None:
+    source = CustomSource(
+        source="custom",
+        query="sum by (sn, s, dn, d) (x)",
+        freshness_query="vector(1)",
+        source_namespace_label="sn",
+        source_label="s",
+        destination_namespace_label="dn",
+        destination_label="d",
+    )
+    labels = {"sn": "default", "s": WEB[0].split("/")[1], "dn": "default", "d": API.split("/")[1]}
+    traffic = read_traffic(
+        parse_vector(vector((labels, "1"))), FRESH, build_queries(source), SNAPSHOT, 60
+    )
+    assert isinstance(traffic, PodTraffic) and len(traffic.rates) == 1
+
+
+def test_series_of_pods_not_in_the_snapshot_are_counted_and_dropped() -> None:
+    samples = parse_vector(
+        vector((split_labels(WEB[0], API), "1"), (split_labels("default/gone-1", API), "7"))
+    )
+    traffic = read_traffic(samples, FRESH, SPLIT, SNAPSHOT, 60)
+    assert isinstance(traffic, PodTraffic)
+    assert traffic.unmatched == {"unknown-pod": 1}
+    assert sum(traffic.rates.values()) == 1.0
+
+
+@pytest.mark.parametrize(
+    ("answer", "freshness", "reason"),
+    [
+        (vector(), FRESH, "empty"),
+        (vector((split_labels("default/gone", API), "1")), FRESH, "empty"),
+        (vector((split_labels(WEB[0], API), "NaN")), FRESH, "invalid-value"),
+        (vector((split_labels(WEB[0], API), "+Inf")), FRESH, "invalid-value"),
+        (vector((split_labels(WEB[0], API), "-2")), FRESH, "invalid-value"),
+        (vector((split_labels(WEB[0], API), "1")), [Sample({}, 600.0)], "stale"),
+        (vector((split_labels(WEB[0], API), "1")), [], "stale"),
+        (
+            vector((split_labels(WEB[0], API), "1"), (split_labels(WEB[0], API), "2")),
+            FRESH,
+            "bad-response",
+        ),
+        ({"status": "error", "errorType": "bad_data", "error": "parse error"}, FRESH, "bad-query"),
+        (
+            {"status": "success", "data": {"resultType": "matrix", "result": []}},
+            FRESH,
+            "bad-response",
+        ),
+        (
+            {"status": "success", "data": {"resultType": "vector", "result": [{"metric": {}}]}},
+            FRESH,
+            "bad-response",
+        ),
+        ([1, 2], FRESH, "bad-response"),
+    ],
+    ids=[
+        "empty-vector",
+        "only-unknown-pods",
+        "nan",
+        "inf",
+        "negative",
+        "stale",
+        "no-raw-samples",
+        "duplicate-series",
+        "bad-promql",
+        "matrix",
+        "no-value",
+        "not-an-object",
+    ],
+)
+def test_bad_answers_are_failures_not_exceptions(
+    answer: Any, freshness: list[Sample], reason: str
+) -> None:
+    result = read_traffic(parse_vector(answer), freshness, SPLIT, SNAPSHOT, 120)
+    assert isinstance(result, TrafficFailure)
+    assert result.reason == reason
+
+
+def test_a_recorded_response_file_is_read_like_a_live_answer(tmp_path: Path) -> None:
+    recorded = tmp_path / "answer.json"
+    recorded.write_text(json.dumps(vector((split_labels(WEB[0], API), "4"))))
+    samples = load_response_file(recorded)
+    assert samples == [Sample(split_labels(WEB[0], API), 4.0)]
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (None, "cannot read traffic file"),
+        ("{", "not valid JSON"),
+        ('{"items": []}', "not a Prometheus query response"),
+    ],
+)
+def test_unusable_traffic_files_are_input_errors(
+    tmp_path: Path, content: str | None, message: str
+) -> None:
+    path = tmp_path / "t.json"
+    if content is not None:
+        path.write_text(content)
+    with pytest.raises(InputError, match=message):
+        load_response_file(path)
