@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from typing import Any
-
-import pytest
 
 from rebalancer.engine import build_view, propose
 from rebalancer.planner import Plan, PlannerState, plan
@@ -77,24 +75,16 @@ def pod_keys(snapshot: Snapshot, prefix: str) -> list[str]:
     return sorted(key for key in snapshot.pods if key.split("/", 1)[1].startswith(prefix))
 
 
-PlanFn = Callable[..., tuple[Plan, ClusterView]]
-
-
-@pytest.fixture
-def plan_once() -> PlanFn:
+def plan_once(
+    policy: Policy,
+    snapshot: Snapshot,
+    rates: dict[tuple[str, str], float],
+    state: PlannerState | None = None,
+    now: float = 1_000_000.0,
+) -> tuple[Plan, ClusterView]:
     """Plan one cycle with persistence already satisfied, returning the plan and its view."""
-
-    def run(
-        policy: Policy,
-        snapshot: Snapshot,
-        rates: dict[tuple[str, str], float],
-        state: PlannerState | None = None,
-        now: float = 1_000_000.0,
-    ) -> tuple[Plan, ClusterView]:
-        view = build_view(policy, snapshot, traffic_of(rates))
-        candidates = propose(policy, view)
-        observed = (state or PlannerState()).observe(candidates)
-        result = plan(view, candidates, policy, observed, now=now, persistence_required=1)
-        return result, view
-
-    return run
+    view = build_view(policy, snapshot, traffic_of(rates))
+    candidates = propose(policy, view)
+    observed = (state or PlannerState()).observe(candidates)
+    result = plan(view, candidates, policy, observed, now=now, persistence_required=1)
+    return result, view

@@ -9,10 +9,10 @@ from rebalancer.planner import PlannerState
 from rebalancer.testing import builders as b
 from rebalancer.traffic import TrafficFailure
 from tests.conftest import (
-    PlanFn,
     all_pairs,
     grid_nodes,
     make_policy,
+    plan_once,
     pod_keys,
     snapshot_of,
     traffic_of,
@@ -32,7 +32,7 @@ def chatty_rates(objects: list[b.Obj], rate: float = 10.0) -> dict[tuple[str, st
     return all_pairs(pod_keys(snapshot, "client"), pod_keys(snapshot, "server"), rate)
 
 
-def test_a_pair_split_across_zones_is_pulled_together(plan_once: PlanFn) -> None:
+def test_a_pair_split_across_zones_is_pulled_together() -> None:
     objects = chatty_pair(["node-a11", "node-a12"], ["node-b11", "node-b12"])
     plan, _view = plan_once(make_policy(), snapshot_of(objects), chatty_rates(objects))
     assert plan.moves, plan.skipped
@@ -45,7 +45,7 @@ def test_a_pair_split_across_zones_is_pulled_together(plan_once: PlanFn) -> None
     )
 
 
-def test_a_converged_placement_plans_nothing(plan_once: PlanFn) -> None:
+def test_a_converged_placement_plans_nothing() -> None:
     objects = chatty_pair(["node-a11", "node-a11"], ["node-a11", "node-a11"])
     plan, _view = plan_once(make_policy(), snapshot_of(objects), chatty_rates(objects))
     assert plan.moves == () and plan.candidates == 0
@@ -54,7 +54,7 @@ def test_a_converged_placement_plans_nothing(plan_once: PlanFn) -> None:
 @pytest.mark.parametrize(
     ("allowed", "moved"), [(0, 0), (1, 1)], ids=["pdb-exhausted", "pdb-allows-one"]
 )
-def test_pdb_budget_is_respected(plan_once: PlanFn, allowed: int, moved: int) -> None:
+def test_pdb_budget_is_respected(allowed: int, moved: int) -> None:
     objects = chatty_pair(["node-a11", "node-a12", "node-a21"], ["node-b11"] * 3)
     objects.append(b.pdb("client", {"app": "client"}, allowed))
     objects.append(b.pdb("server", {"app": "server"}, 0))
@@ -65,7 +65,7 @@ def test_pdb_budget_is_respected(plan_once: PlanFn, allowed: int, moved: int) ->
     assert "PDB server allows no more disruptions" in reasons
 
 
-def test_a_pdb_whose_status_is_not_observed_blocks(plan_once: PlanFn) -> None:
+def test_a_pdb_whose_status_is_not_observed_blocks() -> None:
     objects = chatty_pair(["node-a11", "node-a12"], ["node-b11", "node-b12"])
     objects += [
         b.pdb("client", {"app": "client"}, 5, observed=False),
@@ -90,9 +90,7 @@ def test_a_pdb_whose_status_is_not_observed_blocks(plan_once: PlanFn) -> None:
     ],
     ids=["per-cycle", "per-workload", "per-namespace", "per-zone", "zero"],
 )
-def test_limits_cap_the_plan(
-    plan_once: PlanFn, limits: dict[str, int], expected_moves: int
-) -> None:
+def test_limits_cap_the_plan(limits: dict[str, int], expected_moves: int) -> None:
     objects = chatty_pair(
         ["node-a11", "node-a12", "node-a21"], ["node-b11", "node-b12", "node-b21"]
     )
@@ -106,7 +104,7 @@ def test_limits_cap_the_plan(
         assert len({m.origin["zone"] for m in plan.moves}) == len(plan.moves)
 
 
-def test_cooldown_keeps_a_recently_moved_workload_still(plan_once: PlanFn) -> None:
+def test_cooldown_keeps_a_recently_moved_workload_still() -> None:
     objects = chatty_pair(["node-a11", "node-a12"], ["node-b11", "node-b12"])
     policy = make_policy(cooldown={"per_workload_seconds": 600})
     recent = PlannerState(
@@ -179,7 +177,7 @@ def _not_ready(pod: b.Obj) -> None:
     ],
     ids=["opt-out", "local-storage", "system-critical", "daemonset", "not-ready"],
 )
-def test_protected_pods_stay(plan_once: PlanFn, mutate: b.Mutator, reason: str) -> None:
+def test_protected_pods_stay(mutate: b.Mutator, reason: str) -> None:
     objects = [
         *grid_nodes(),
         *b.deployment_pods("client", ["node-a11", "node-a12"], mutate_pod=mutate),
@@ -190,7 +188,7 @@ def test_protected_pods_stay(plan_once: PlanFn, mutate: b.Mutator, reason: str) 
     assert {s.reason for s in plan.skipped} == {reason}
 
 
-def test_bare_and_single_replica_pods_stay_by_default(plan_once: PlanFn) -> None:
+def test_bare_and_single_replica_pods_stay_by_default() -> None:
     objects = [*grid_nodes(), b.pod("bare", "node-a11"), *b.deployment_pods("solo", ["node-b11"])]
     snapshot = snapshot_of(objects)
     rates = {("default/bare", pod_keys(snapshot, "solo")[0]): 50.0}
@@ -205,7 +203,7 @@ def test_bare_and_single_replica_pods_stay_by_default(plan_once: PlanFn) -> None
     assert len(plan.moves) == 1
 
 
-def test_namespace_scope(plan_once: PlanFn) -> None:
+def test_namespace_scope() -> None:
     objects = chatty_pair(["node-a11", "node-a12"], ["node-b11", "node-b12"])
     policy = make_policy(scope={"namespaces": {"include": ["prod"]}})
     plan, _view = plan_once(policy, snapshot_of(objects), chatty_rates(objects))
@@ -213,7 +211,7 @@ def test_namespace_scope(plan_once: PlanFn) -> None:
     assert {s.reason for s in plan.skipped} == {"namespace not included"}
 
 
-def test_no_room_in_the_target_domain_means_no_move(plan_once: PlanFn) -> None:
+def test_no_room_in_the_target_domain_means_no_move() -> None:
     objects = [
         *[b.node(f"node-a{i}", zone="a", rack="r1", cpu="1") for i in (1, 2)],
         *[b.node(f"node-b{i}", zone="b", rack="r1", cpu="1") for i in (1, 2)],
@@ -227,7 +225,7 @@ def test_no_room_in_the_target_domain_means_no_move(plan_once: PlanFn) -> None:
     }
 
 
-def test_ha_floor_keeps_a_workload_in_enough_zones(plan_once: PlanFn) -> None:
+def test_ha_floor_keeps_a_workload_in_enough_zones() -> None:
     objects = chatty_pair(["node-a11", "node-b11"], ["node-b12", "node-b21"])
     floor = make_policy(protections={"min_spread": {"level": "zone", "domains": 2}})
     plan, _view = plan_once(floor, snapshot_of(objects), chatty_rates(objects))
@@ -237,7 +235,7 @@ def test_ha_floor_keeps_a_workload_in_enough_zones(plan_once: PlanFn) -> None:
     assert any(m.pod.startswith("default/client") for m in plan.moves)
 
 
-def test_two_strategies_never_count_one_gain_twice(plan_once: PlanFn) -> None:
+def test_two_strategies_never_count_one_gain_twice() -> None:
     objects = [*grid_nodes()]
     gang_nodes = ["node-a11", "node-a12", "node-b11", "node-b12"]
     objects += [

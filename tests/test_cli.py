@@ -1,0 +1,150 @@
+"""`rebalancer plan` and its exit codes: 0 with a plan, 2 for bad input, 3 without data."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from rebalancer.cli import main
+from tests.servers import free_port
+
+DEMO = Path(__file__).parent.parent / "examples" / "demo"
+DEMO_ARGS = [
+    "plan",
+    "--policy",
+    str(DEMO / "policy.yaml"),
+    "--snapshot",
+    str(DEMO / "snapshot.json"),
+    "--traffic",
+    str(DEMO / "traffic.json"),
+]
+
+
+def run(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    code = main(args)
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_plan_json_has_moves_skips_and_figures(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _err = run([*DEMO_ARGS, "--output", "json"], capsys)
+    assert code == 0
+    document = json.loads(out)
+    assert document["moves"], document["skipped"]
+    move = document["moves"][0]
+    assert set(move) >= {"pod", "workload", "from", "to", "gain", "strategy"}
+    assert "/" in move["pod"] and set(move["to"]) <= {"zone", "rack", "host"}
+    assert {s["pod"] for s in document["skipped"]} >= {"payments/ledger-5d8c7-00001"}
+    figures = document["figures"]
+    assert set(figures["crossing"]) == {"zone", "rack", "host"}
+    assert document["predicted"]["weighted_cost"] < figures["weighted_cost"]
+    moved = {m["pod"].split("/")[0] for m in document["moves"]}
+    assert moved == {"shop", "ml"}  # the chatty pair and the gang; never ledger or the agent
+
+
+def test_plan_table_is_readable(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _err = run(DEMO_ARGS, capsys)
+    assert code == 0
+    assert "moves (" in out and "skipped:" in out and "crossing zone" in out
+
+
+def test_state_file_gates_moves_until_they_persist(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    state = tmp_path / "state.json"
+    for cycle in range(3):
+        code, out, _err = run([*DEMO_ARGS, "--output", "json", "--state", str(state)], capsys)
+        assert code == 0
+        moves = json.loads(out)["moves"]
+        assert bool(moves) == (cycle == 2)
+
+
+@pytest.mark.parametrize(
+    ("policy", "message"),
+    [
+        ("limits: {per_cycle: -3}", "limits.per_cycle: Input should be greater than or equal to 0"),
+        ("strategies: [{name: nope}]", "strategies.0.name: unknown strategy 'nope'"),
+        (
+            "traffic: {source: custom, query: 'rate(x[5m]', freshness_query: 'x'}",
+            "traffic.query: invalid PromQL",
+        ),
+        ("mode: 3", "mode: Input should be 'dry-run', 'evict' or 'migrate'"),
+        ("interval_seconds: [1]", "interval_seconds: Input should be a valid number"),
+    ],
+    ids=["negative-limit", "unknown-strategy", "bad-promql", "wrong-type", "wrong-type-list"],
+)
+def test_bad_policy_exits_2_with_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], policy: str, message: str
+) -> None:
+    path = tmp_path / "policy.yaml"
+    path.write_text(policy)
+    code, out, err = run(["plan", "--policy", str(path), *DEMO_ARGS[3:]], capsys)
+    assert code == 2 and out == ""
+    assert err.startswith(f"rebalancer: {path}: ") and message in err
+    assert err.count("\n") == 1 and "Traceback" not in err
+
+
+@pytest.mark.parametrize(
+    ("replace", "content", "message"),
+    [
+        ("--snapshot", None, "cannot read snapshot"),
+        ("--snapshot", "[1, 2", "not valid JSON"),
+        ("--snapshot", '{"kind": "Pod"}', "not a Kubernetes List"),
+        ("--traffic", None, "cannot read traffic file"),
+        ("--traffic", '{"status": "success"}', "not a Prometheus query response"),
+        ("--policy", None, "cannot read policy"),
+    ],
+    ids=[
+        "missing-snapshot",
+        "malformed-snapshot",
+        "not-a-list",
+        "missing-traffic",
+        "malformed-traffic",
+        "missing-policy",
+    ],
+)
+def test_bad_files_exit_2_naming_the_file(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    replace: str,
+    content: str | None,
+    message: str,
+) -> None:
+    path = tmp_path / "input.json"
+    if content is not None:
+        path.write_text(content)
+    args = list(DEMO_ARGS)
+    args[args.index(replace) + 1] = str(path)
+    code, _out, err = run(args, capsys)
+    assert code == 2
+    assert err.startswith(f"rebalancer: {path}: ") and message in err
+    assert err.count("\n") == 1
+
+
+def test_conflicting_sources_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
+    code, _out, err = run([*DEMO_ARGS, "--prometheus", "http://127.0.0.1:1"], capsys)
+    assert code == 2 and "either --traffic FILE or --prometheus URL" in err
+
+
+def test_unreachable_prometheus_exits_3_and_plans_nothing(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    url = f"http://127.0.0.1:{free_port()}"
+    code, out, err = run(
+        [
+            "plan",
+            "--snapshot",
+            str(DEMO / "snapshot.json"),
+            "--prometheus",
+            url,
+            "--output",
+            "json",
+        ],
+        capsys,
+    )
+    assert code == 3
+    assert json.loads(out)["moves"] == []
+    assert json.loads(out)["error"]["reason"] == "unreachable"
+    assert "no moves: traffic unreachable" in err

@@ -1,0 +1,114 @@
+"""Against a real Prometheus scraping a Hubble-style exporter: the plan follows the true traffic,
+and with Prometheus gone nothing is planned and the exit code says why."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from rebalancer.cli import main
+from rebalancer.testing import builders as b
+from tests.conftest import all_pairs, grid_nodes, pod_keys, snapshot_of
+from tests.servers import PrometheusServer, hubble_exporter
+
+pytestmark = pytest.mark.integration
+
+POLICY = """
+topology:
+  levels:
+    - {name: zone, label: topology.kubernetes.io/zone, weight: 10}
+    - {name: rack, label: topology.kubernetes.io/rack, weight: 3}
+    - {name: host, label: kubernetes.io/hostname, weight: 1}
+traffic: {source: hubble, window: 10s, max_age_seconds: 60}
+"""
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, Path, str]]:
+    """Clients in zone a talking to servers in zone b, a quiet pair, and Prometheus watching."""
+    workdir = tmp_path_factory.mktemp("prometheus")
+    objects = [
+        *grid_nodes(),
+        *b.deployment_pods("client", ["node-a11", "node-a12", "node-a21"]),
+        *b.deployment_pods("server", ["node-b11", "node-b12", "node-b21"]),
+        *b.deployment_pods("quiet", ["node-a22", "node-b22"]),
+    ]
+    snapshot = snapshot_of(objects)
+    rates = all_pairs(pod_keys(snapshot, "client"), pod_keys(snapshot, "server"), 20.0)
+    quiet = pod_keys(snapshot, "quiet")
+    rates[(quiet[0], quiet[1])] = 0.05
+    rates[("default/deleted-pod-1", quiet[0])] = 5.0  # a pod that is gone from the cluster
+    snapshot_file = workdir / "snapshot.json"
+    snapshot_file.write_text(json.dumps(b.k8s_list(objects)))
+    policy_file = workdir / "policy.yaml"
+    policy_file.write_text(POLICY)
+    with hubble_exporter(rates) as target:
+        server = PrometheusServer(workdir, [target])
+        try:
+            server.wait_ready()
+            # rate() divides by the whole window, so it is true only once the window is full
+            server.wait_for("count_over_time(hubble_flows_processed_total[10s]) >= 10", len(rates))
+            yield policy_file, snapshot_file, server.url
+        finally:
+            server.stop()
+
+
+def plan(
+    policy: Path, snapshot: Path, url: str, capsys: pytest.CaptureFixture[str]
+) -> tuple[int, dict[str, object], str]:
+    code = main(
+        [
+            "plan",
+            "--policy",
+            str(policy),
+            "--snapshot",
+            str(snapshot),
+            "--prometheus",
+            url,
+            "--output",
+            "json",
+        ]
+    )
+    out, err = capsys.readouterr()
+    return code, json.loads(out), err
+
+
+def test_plan_reads_real_prometheus_and_moves_the_split_pair(
+    cluster: tuple[Path, Path, str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    policy, snapshot, url = cluster
+    code, document, _err = plan(policy, snapshot, url, capsys)
+    assert code == 0
+    moves = document["moves"]
+    assert isinstance(moves, list) and moves
+    for move in moves:
+        assert move["pod"].startswith(("default/client", "default/server"))
+        assert move["from"]["zone"] != move["to"]["zone"]
+    figures = document["figures"]
+    assert isinstance(figures, dict)
+    # 9 pairs at 20 flows/s, all crossing zones, as the exporter says; the quiet pair is dropped
+    assert figures["crossing"]["zone"] == pytest.approx(180.0, rel=0.05)
+    assert document["traffic"] == {"series": 11, "unmatched": {"unknown-pod": 1}}
+
+
+def test_with_prometheus_stopped_nothing_is_planned_and_exit_is_3(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    objects = [*grid_nodes(), *b.deployment_pods("client", ["node-a11", "node-a12"])]
+    snapshot = tmp_path / "snapshot.json"
+    snapshot.write_text(json.dumps(b.k8s_list(objects)))
+    policy = tmp_path / "policy.yaml"
+    policy.write_text(POLICY)
+    with hubble_exporter({}) as target:
+        server = PrometheusServer(tmp_path, [target])
+        server.wait_ready()
+        url = server.url
+        server.stop()
+    code, document, err = plan(policy, snapshot, url, capsys)
+    assert code == 3
+    assert document["moves"] == []
+    assert document["error"] == {"reason": "unreachable", "detail": f"{url}: ConnectionError"}
+    assert err.strip().endswith(f"no moves: traffic unreachable: {url}: ConnectionError")

@@ -1,0 +1,183 @@
+"""Properties of every plan, on random clusters: nothing planned breaks a limit, a PDB, capacity or
+a spread constraint; the predicted cost never rises; gains add up to exactly the cost saved."""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, replace
+from typing import Any
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from rebalancer.fit import Occupancy
+from rebalancer.planner import Plan
+from rebalancer.policy import Policy
+from rebalancer.snapshot import Snapshot
+from rebalancer.testing import builders as b
+from tests.conftest import make_policy, plan_once, snapshot_of
+
+NODES = [(f"node-{z}{r}", z, f"r{r}") for z in "abc" for r in (1, 2)]
+
+
+@dataclass
+class Case:
+    snapshot: Snapshot
+    rates: dict[tuple[str, str], float]
+    policy: Policy
+
+
+def _spread(app: str) -> b.Mutator:
+    def mutate(pod: b.Obj) -> None:
+        pod["spec"]["topologySpreadConstraints"] = [
+            {
+                "maxSkew": 1,
+                "topologyKey": b.ZONE_LABEL,
+                "whenUnsatisfiable": "DoNotSchedule",
+                "labelSelector": {"matchLabels": {"app": app}},
+            }
+        ]
+
+    return mutate
+
+
+@st.composite
+def clusters(draw: st.DrawFn) -> Case:
+    objects: list[b.Obj] = []
+    free: dict[str, int] = {}
+    for name, zone, rack in NODES:
+        cpu = draw(st.integers(2, 6))
+        free[name] = cpu * 1000
+        objects.append(b.node(name, zone=zone, rack=rack, cpu=str(cpu)))
+    apps = []
+    for index in range(draw(st.integers(2, 5))):
+        app = f"app{index}"
+        cpu = draw(st.sampled_from([250, 500, 1000]))
+        wanted = draw(st.lists(st.sampled_from([n for n, _, _ in NODES]), min_size=1, max_size=4))
+        placed = [n for n in wanted if free[n] >= cpu]
+        for node_name in placed:
+            free[node_name] -= cpu
+        if not placed:
+            continue
+        spread = draw(st.booleans())
+        objects += b.deployment_pods(
+            app, placed, cpu=f"{cpu}m", mutate_pod=_spread(app) if spread else None
+        )
+        if draw(st.booleans()):
+            objects.append(b.pdb(app, {"app": app}, draw(st.integers(0, 2))))
+        apps.append(app)
+    snapshot = snapshot_of(objects)
+    pods_of = {a: [k for k, p in snapshot.pods.items() if p.labels.get("app") == a] for a in apps}
+    rates: dict[tuple[str, str], float] = {}
+    for _ in range(draw(st.integers(1, 6))):
+        first, second = draw(st.sampled_from(apps)), draw(st.sampled_from(apps))
+        rate = draw(st.floats(0.5, 100))
+        for x in pods_of[first]:
+            for y in pods_of[second]:
+                if x != y:
+                    rates[(x, y)] = rate
+    limit = st.one_of(st.none(), st.integers(0, 3))
+    limits: dict[str, Any] = {
+        key: draw(limit)
+        for key in ("per_cycle", "per_node", "per_namespace", "per_workload", "per_zone")
+    }
+    strategies = [
+        {"name": "split-peers", "args": {"level": draw(st.sampled_from(["zone", "rack"]))}}
+    ]
+    if draw(st.booleans()):
+        strategies.append(
+            {"name": "gang-consolidation", "args": {"level": "zone", "group_by": "community"}}
+        )
+    policy = make_policy(
+        limits=limits,
+        strategies=strategies,
+        protections={"evict_single_replica": draw(st.booleans())},
+    )
+    return Case(snapshot, rates, policy)
+
+
+def _assert_within_limits(plan: Plan, case: Case) -> None:
+    limits = case.policy.limits
+    pods = case.snapshot.pods
+    scopes: dict[str, list[str | None]] = {
+        "per_node": [pods[m.pod].node_name for m in plan.moves],
+        "per_namespace": [pods[m.pod].namespace for m in plan.moves],
+        "per_workload": [m.workload for m in plan.moves],
+        "per_zone": [m.origin["zone"] for m in plan.moves],
+    }
+    if limits.per_cycle is not None:
+        assert len(plan.moves) <= limits.per_cycle
+    for name, values in scopes.items():
+        limit = getattr(limits, name)
+        if limit is not None:
+            assert max(Counter(values).values(), default=0) <= limit, name
+
+
+def _assert_pdbs_hold(plan: Plan, case: Case) -> None:
+    for pdb in case.snapshot.pdbs:
+        disrupted = [
+            m for m in plan.moves if pdb in case.snapshot.pdbs_for(case.snapshot.pods[m.pod])
+        ]
+        assert len(disrupted) <= pdb.disruptions_allowed
+
+
+def _assert_capacity_holds(plan: Plan, case: Case) -> None:
+    """Replacements land where room was found, while the evicted pods still hold theirs."""
+    occupancy = Occupancy.from_snapshot(case.snapshot)
+    for move in plan.moves:
+        occupancy.reserve(case.snapshot.pods[move.pod], move.node)
+    for move in plan.moves:
+        free = occupancy.free(case.snapshot.nodes[move.node])
+        assert free.cpu_millis >= 0 and free.memory_bytes >= 0 and free.pods >= 0
+
+
+def _zone_skew(case: Case, app: str, placement: dict[str, str]) -> int:
+    counts: Counter[str] = Counter(dict.fromkeys((zone for _, zone, _ in NODES), 0))
+    for key, pod in case.snapshot.pods.items():
+        if pod.labels.get("app") == app:
+            counts[case.snapshot.nodes[placement[key]].labels[b.ZONE_LABEL]] += 1
+    return max(counts.values()) - min(counts.values())
+
+
+def _assert_spread_holds(plan: Plan, case: Case) -> None:
+    before = {key: pod.node_name or "" for key, pod in case.snapshot.pods.items()}
+    after = dict(before) | {m.pod: m.node for m in plan.moves}
+    spread_apps = {p.labels["app"] for p in case.snapshot.pods.values() if p.spread_constraints}
+    for app in spread_apps:
+        assert _zone_skew(case, app, after) <= max(1, _zone_skew(case, app, before))
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(case=clusters())
+def test_every_plan_is_safe_and_never_raises_the_cost(case: Case) -> None:
+    plan, _view = plan_once(case.policy, case.snapshot, case.rates)
+    _assert_within_limits(plan, case)
+    _assert_pdbs_hold(plan, case)
+    _assert_capacity_holds(plan, case)
+    _assert_spread_holds(plan, case)
+    assert plan.after.weighted_cost <= plan.before.weighted_cost + 1e-6
+    saved = plan.before.weighted_cost - plan.after.weighted_cost
+    assert abs(sum(m.gain for m in plan.moves) - saved) <= 1e-6 * max(1.0, saved)
+    assert len({m.pod for m in plan.moves}) == len(plan.moves)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(case=clusters())
+def test_a_converged_placement_plans_nothing(case: Case) -> None:
+    """Replan on the placement the model predicts until nothing is left: then nothing moves."""
+    snapshot = case.snapshot
+    for _round in range(30):
+        plan, _view = plan_once(case.policy, snapshot, case.rates)
+        if not plan.moves:
+            break
+        snapshot = _applied(snapshot, plan)
+    plan, _view = plan_once(case.policy, snapshot, case.rates)
+    assert plan.moves == ()
+
+
+def _applied(snapshot: Snapshot, plan: Plan) -> Snapshot:
+    """The cluster after the plan: each moved pod runs on the node the planner found for it."""
+    pods = dict(snapshot.pods)
+    for move in plan.moves:
+        pods[move.pod] = replace(pods[move.pod], node_name=move.node)
+    return Snapshot(snapshot.nodes, pods, snapshot.pdbs, snapshot.workloads)
