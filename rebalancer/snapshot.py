@@ -8,7 +8,6 @@ API happens at the edges (`load_snapshot`, `rebalancer.kube`).
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
@@ -18,6 +17,7 @@ from typing import Any
 from kubernetes.utils import parse_quantity
 
 from rebalancer.errors import InputError
+from rebalancer.files import read_json
 from rebalancer.selectors import matches_label_selector
 
 SNAPSHOT_KINDS = (
@@ -394,10 +394,4 @@ def parse_items(items: list[tuple[Any, str]], origin: str) -> Snapshot:
 
 
 def load_snapshot(path: Path) -> Snapshot:
-    try:
-        document = json.loads(path.read_text(encoding="utf-8"))
-    except OSError as error:
-        raise InputError(f"{path}: cannot read snapshot ({error.strerror})") from None
-    except json.JSONDecodeError as error:
-        raise InputError(f"{path}: not valid JSON (line {error.lineno}: {error.msg})") from None
-    return parse_snapshot(document, str(path))
+    return parse_snapshot(read_json(path, "snapshot"), str(path))

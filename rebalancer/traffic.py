@@ -6,7 +6,6 @@ controller that plans on a half-read or stale answer evicts on doubt, which must
 
 from __future__ import annotations
 
-import json
 import math
 import re
 from collections import Counter
@@ -21,6 +20,7 @@ from prometheus_api_client.exceptions import PrometheusApiClientException
 from urllib3.util.retry import Retry
 
 from rebalancer.errors import InputError
+from rebalancer.files import read_json
 from rebalancer.policy import CustomSource, HubbleSource, IstioSource
 from rebalancer.snapshot import Snapshot
 
@@ -255,13 +255,7 @@ def _duplicated_pairs(samples: list[Sample], queries: Queries) -> int:
 
 def load_response_file(path: Path) -> list[Sample] | TrafficFailure:
     """A saved `/api/v1/query` answer (`curl .../api/v1/query?query=...`), parsed as if live."""
-    try:
-        document = json.loads(path.read_text(encoding="utf-8"))
-    except OSError as error:
-        raise InputError(f"{path}: cannot read traffic file ({error.strerror})") from None
-    except json.JSONDecodeError as error:
-        raise InputError(f"{path}: not valid JSON (line {error.lineno}: {error.msg})") from None
-    parsed = parse_vector(document)
+    parsed = parse_vector(read_json(path, "traffic file"))
     if isinstance(parsed, TrafficFailure) and parsed.reason == "bad-response":
         raise InputError(f"{path}: not a Prometheus query response ({parsed.detail})")
     return parsed
