@@ -29,11 +29,15 @@ class CycleOutcome:
     traffic: PodTraffic | None = None
 
 
-def build_view(policy: Policy, snapshot: Snapshot, traffic: PodTraffic) -> ClusterView:
-    levels = policy.topology.resolved_levels
-    topology = Topology.from_node_labels(
-        levels, {name: node.labels for name, node in snapshot.nodes.items()}
+def topology_of(policy: Policy, snapshot: Snapshot) -> Topology:
+    return Topology.from_node_labels(
+        policy.topology.resolved_levels,
+        {name: node.labels for name, node in snapshot.nodes.items()},
     )
+
+
+def build_view(policy: Policy, snapshot: Snapshot, traffic: PodTraffic) -> ClusterView:
+    topology = topology_of(policy, snapshot)
     locations = {
         pod.key: topology.node_locations[pod.node_name]
         for pod in snapshot.pods.values()
@@ -63,11 +67,7 @@ def plan_cycle(
 ) -> CycleOutcome:
     """Plan one cycle; a traffic failure plans nothing and resets the persistence streaks."""
     if isinstance(traffic, TrafficFailure):
-        topology = Topology.from_node_labels(
-            policy.topology.resolved_levels,
-            {name: node.labels for name, node in snapshot.nodes.items()},
-        )
-        return CycleOutcome(topology, state.observe([]), failure=traffic)
+        return CycleOutcome(topology_of(policy, snapshot), state.observe([]), failure=traffic)
     view = build_view(policy, snapshot, traffic)
     candidates = propose(policy, view)
     observed = state.observe(candidates)

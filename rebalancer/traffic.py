@@ -160,12 +160,11 @@ def _endpoints(sample: Sample, queries: Queries) -> tuple[Endpoint, Endpoint] | 
     src_ns, src_name, dst_ns, dst_name = queries.endpoint_labels
     labels = sample.labels
     if queries.combined_names:
-        source, _, destination = labels.get(src_name, ""), None, labels.get(dst_name, "")
-        src = source.split("/", 1)
-        dst = destination.split("/", 1)
-        if len(src) != 2 or len(dst) != 2 or not all(src + dst):
+        src_ns, _, src_pod = labels.get(src_name, "").partition("/")
+        dst_ns, _, dst_pod = labels.get(dst_name, "").partition("/")
+        if not all((src_ns, src_pod, dst_ns, dst_pod)):
             return None
-        return Endpoint(src[0], src[1]), Endpoint(dst[0], dst[1])
+        return Endpoint(src_ns, src_pod), Endpoint(dst_ns, dst_pod)
     names = (labels.get(src_ns), labels.get(src_name), labels.get(dst_ns), labels.get(dst_name))
     if not all(names):
         return None
