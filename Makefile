@@ -4,7 +4,7 @@ PYTHON ?= python3
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: test lint unit demo prometheus clean
+.PHONY: test lint demo prometheus binaries cluster-up cluster-down clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -18,12 +18,26 @@ prometheus:
 	  echo "installing Debian's prometheus for the integration tests"; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq prometheus >/dev/null; }
 
+# The real control plane (kube-apiserver, controller-manager, scheduler, etcd, kwok), built from
+# the Go modules under tools/ into a cache outside the checkout; minutes the first time only.
+binaries:
+	@bash tools/build-test-binaries.sh >/dev/null
+
+CLUSTER_DIR ?= .cluster
+SCENARIO ?= examples/scenarios/chatty-pair.yaml
+
+cluster-up: $(STAMP) prometheus binaries
+	$(BIN)/python -m rebalancer.testing.cluster up --workdir $(CLUSTER_DIR) --scenario $(SCENARIO)
+
+cluster-down: $(STAMP)
+	$(BIN)/python -m rebalancer.testing.cluster down --workdir $(CLUSTER_DIR)
+
 lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 
-test: $(STAMP) prometheus lint
+test: $(STAMP) prometheus binaries lint
 	$(BIN)/pytest
 
 demo: $(STAMP)

@@ -51,26 +51,33 @@ def _listers(api: client.ApiClient) -> list[tuple[str, str, Callable[..., Any]]]
     ]
 
 
+def list_raw(kind: str, lister: Callable[..., Any]) -> list[dict[str, Any]]:
+    """Every item of one kind as raw JSON, page by page, so large clusters are not one response."""
+    items: list[dict[str, Any]] = []
+    token = None
+    while True:
+        try:
+            response = lister(limit=_PAGE_SIZE, _continue=token, _preload_content=False)
+            page = json.loads(response.data)
+        except ApiException as error:
+            raise SourceUnavailableError(
+                f"Kubernetes API: list {kind}: HTTP {error.status} {error.reason}"
+            ) from None
+        except (HTTPError, OSError, ValueError) as error:
+            raise SourceUnavailableError(f"Kubernetes API: list {kind}: {error}") from None
+        items.extend(page.get("items") or ())
+        token = (page.get("metadata") or {}).get("continue")
+        if not token:
+            return items
+
+
 def list_cluster(api: client.ApiClient) -> dict[str, Any]:
     """Everything a snapshot needs, as one `List` shaped like kubectl's output."""
-    items: list[dict[str, Any]] = []
-    for kind, api_version, lister in _listers(api):
-        token = None
-        while True:
-            try:
-                response = lister(limit=_PAGE_SIZE, _continue=token, _preload_content=False)
-                page = json.loads(response.data)
-            except ApiException as error:
-                raise SourceUnavailableError(
-                    f"Kubernetes API: list {kind}: HTTP {error.status} {error.reason}"
-                ) from None
-            except (HTTPError, OSError, ValueError) as error:
-                raise SourceUnavailableError(f"Kubernetes API: list {kind}: {error}") from None
-            for item in page.get("items") or ():
-                items.append({"apiVersion": api_version, "kind": kind, **item})
-            token = (page.get("metadata") or {}).get("continue")
-            if not token:
-                break
+    items = [
+        {"apiVersion": api_version, "kind": kind, **item}
+        for kind, api_version, lister in _listers(api)
+        for item in list_raw(kind, lister)
+    ]
     return {"apiVersion": "v1", "kind": "List", "items": items}
 
 

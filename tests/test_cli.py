@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from rebalancer.cli import main
-from tests.servers import free_port
+from rebalancer.testing.process import free_port
 
 DEMO = Path(__file__).parent.parent / "examples" / "demo"
 DEMO_ARGS = [

@@ -11,8 +11,9 @@ import pytest
 
 from rebalancer.cli import main
 from rebalancer.testing import builders as b
+from rebalancer.testing.exporter import FlowCounters, serve
+from rebalancer.testing.prometheus import PrometheusServer
 from tests.conftest import all_pairs, grid_nodes, pod_keys, snapshot_of
-from tests.servers import PrometheusServer, hubble_exporter
 
 pytestmark = pytest.mark.integration
 
@@ -45,7 +46,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, Pa
     snapshot_file.write_text(json.dumps(b.k8s_list(objects)))
     policy_file = workdir / "policy.yaml"
     policy_file.write_text(POLICY)
-    with hubble_exporter(rates) as target:
+    with serve(FlowCounters(lambda: rates)) as target:
         server = PrometheusServer(workdir, [target])
         try:
             server.wait_ready()
@@ -102,7 +103,7 @@ def test_with_prometheus_stopped_nothing_is_planned_and_exit_is_3(
     snapshot.write_text(json.dumps(b.k8s_list(objects)))
     policy = tmp_path / "policy.yaml"
     policy.write_text(POLICY)
-    with hubble_exporter({}) as target:
+    with serve(FlowCounters(dict)) as target:
         server = PrometheusServer(tmp_path, [target])
         server.wait_ready()
         url = server.url

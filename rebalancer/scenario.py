@@ -1,0 +1,315 @@
+"""Scenarios: a cluster, its workloads and who talks to whom, as one validated YAML document.
+
+The same file drives the local control plane (the harness turns it into real API objects and its
+exporter into traffic) and the simulator, so a scenario tested on one is the scenario measured on
+the other. The traffic model is pure: given where pods run now, it says what flows between them,
+following each pair's routing, which is what makes it ground truth when pods move.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from rebalancer.errors import InputError
+from rebalancer.policy import describe_validation_error
+
+ZONE_LABEL = "topology.kubernetes.io/zone"
+RACK_LABEL = "topology.kubernetes.io/rack"
+HOST_LABEL = "kubernetes.io/hostname"
+LEVEL_LABELS = {"zone": ZONE_LABEL, "rack": RACK_LABEL, "host": HOST_LABEL}
+_NAME = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+_ORDINAL = re.compile(r"-(\d+)$")
+
+Name = Annotated[str, Field(pattern=_NAME, max_length=50)]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class NodeGrid(_Strict):
+    """zones x racks_per_zone x nodes_per_rack identical nodes, named node-<zone><rack><n>."""
+
+    zones: Annotated[int, Field(ge=1, le=26)] = 3
+    racks_per_zone: Annotated[int, Field(ge=1, le=99)] = 2
+    nodes_per_rack: Annotated[int, Field(ge=1, le=999)] = 2
+    cpu: str = "8"
+    memory: str = "32Gi"
+    pods: Annotated[int, Field(ge=1)] = 110
+
+
+class NodeSpec(_Strict):
+    name: Name
+    zone: str | None = None
+    rack: str | None = None
+    cpu: str = "8"
+    memory: str = "32Gi"
+    pods: Annotated[int, Field(ge=1)] = 110
+    labels: dict[str, str] = Field(default_factory=dict)
+
+
+class PdbSpec(_Strict):
+    min_available: Annotated[int | None, Field(ge=0)] = None
+    max_unavailable: Annotated[int | None, Field(ge=0)] = None
+
+    @model_validator(mode="after")
+    def _exactly_one(self) -> PdbSpec:
+        if (self.min_available is None) == (self.max_unavailable is None):
+            raise ValueError("give exactly one of min_available and max_unavailable")
+        return self
+
+
+class SpreadSpec(_Strict):
+    level: Literal["zone", "rack", "host"] = "zone"
+    max_skew: Annotated[int, Field(ge=1)] = 1
+    hard: bool = True
+    """DoNotSchedule when true, ScheduleAnyway otherwise."""
+
+
+class WorkloadSpec(_Strict):
+    name: Name
+    namespace: Name = "default"
+    kind: Literal["Deployment", "StatefulSet", "Job"] = "Deployment"
+    replicas: Annotated[int, Field(ge=1)] = 1
+    cpu: str = "500m"
+    memory: str = "512Mi"
+    pdb: PdbSpec | None = None
+    spread: tuple[SpreadSpec, ...] = ()
+    priority_class: str | None = None
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+
+class TrafficSpec(_Strict):
+    """Traffic from one workload to another, `rate` per second in total over the pair."""
+
+    source: str
+    destination: str
+    routing: Literal["pinned", "even", "zone-preferring"] = "even"
+    """pinned: pod i talks to pod i (StatefulSet ordinals, all-reduce rings); even: a plain
+    Service spreads every client's requests over all server pods; zone-preferring: clients use
+    server pods in their own zone when there are any (trafficDistribution: PreferClose)."""
+    rate: Annotated[float, Field(gt=0)]
+
+
+class Scenario(_Strict):
+    name: str
+    description: str = ""
+    nodes: NodeGrid | tuple[NodeSpec, ...] = NodeGrid()
+    workloads: tuple[WorkloadSpec, ...]
+    traffic: tuple[TrafficSpec, ...] = ()
+
+    @model_validator(mode="after")
+    def _references_resolve(self) -> Scenario:
+        keys = [w.key for w in self.workloads]
+        duplicated = sorted({k for k in keys if keys.count(k) > 1})
+        if duplicated:
+            raise ValueError(f"workloads: names must be unique, repeated: {duplicated}")
+        for index, flow in enumerate(self.traffic):
+            for end in ("source", "destination"):
+                if _qualified(getattr(flow, end)) not in keys:
+                    raise ValueError(f"traffic.{index}.{end}: no workload {getattr(flow, end)!r}")
+        if isinstance(self.nodes, tuple):
+            names = [n.name for n in self.nodes]
+            if len(set(names)) != len(names):
+                raise ValueError("nodes: names must be unique")
+        return self
+
+    def node_specs(self) -> list[NodeSpec]:
+        if isinstance(self.nodes, tuple):
+            return list(self.nodes)
+        grid = self.nodes
+        return [
+            NodeSpec(
+                name=f"node-{zone}{rack}{index}",
+                zone=f"zone-{zone}",
+                rack=f"rack-{rack}",
+                cpu=grid.cpu,
+                memory=grid.memory,
+                pods=grid.pods,
+            )
+            for zone in "abcdefghijklmnopqrstuvwxyz"[: grid.zones]
+            for rack in range(1, grid.racks_per_zone + 1)
+            for index in range(1, grid.nodes_per_rack + 1)
+        ]
+
+    def workload(self, reference: str) -> WorkloadSpec:
+        key = _qualified(reference)
+        return next(w for w in self.workloads if w.key == key)
+
+
+def _qualified(reference: str) -> str:
+    return reference if "/" in reference else f"default/{reference}"
+
+
+def parse_scenario(text: str, origin: str) -> Scenario:
+    try:
+        document = yaml.safe_load(text)
+    except yaml.YAMLError:
+        raise InputError(f"{origin}: not valid YAML") from None
+    if not isinstance(document, dict):
+        raise InputError(f"{origin}: a scenario is a mapping")
+    try:
+        return Scenario.model_validate(document)
+    except ValidationError as error:
+        raise InputError(f"{origin}: {describe_validation_error(error)}") from None
+
+
+def load_scenario(path: Path) -> Scenario:
+    try:
+        return parse_scenario(path.read_text(encoding="utf-8"), str(path))
+    except OSError as error:
+        raise InputError(f"{path}: cannot read scenario ({error.strerror})") from None
+
+
+# --- Kubernetes objects ---------------------------------------------------------------------
+
+
+def node_object(spec: NodeSpec) -> dict[str, Any]:
+    labels = {HOST_LABEL: spec.name, **spec.labels}
+    if spec.zone is not None:
+        labels[ZONE_LABEL] = spec.zone
+    if spec.rack is not None:
+        labels[RACK_LABEL] = spec.rack
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": spec.name, "labels": labels},
+        "status": {"allocatable": {"cpu": spec.cpu, "memory": spec.memory, "pods": str(spec.pods)}},
+    }
+
+
+def _pod_template(workload: WorkloadSpec) -> dict[str, Any]:
+    labels = {"app": workload.name}
+    spec: dict[str, Any] = {
+        "containers": [
+            {
+                "name": "main",
+                "image": "registry.invalid/fake:1",  # kwok runs no containers; never pulled
+                "resources": {"requests": {"cpu": workload.cpu, "memory": workload.memory}},
+            }
+        ],
+        "terminationGracePeriodSeconds": 0,
+    }
+    if workload.spread:
+        spec["topologySpreadConstraints"] = [
+            {
+                "maxSkew": spread.max_skew,
+                "topologyKey": LEVEL_LABELS[spread.level],
+                "whenUnsatisfiable": "DoNotSchedule" if spread.hard else "ScheduleAnyway",
+                "labelSelector": {"matchLabels": labels},
+            }
+            for spread in workload.spread
+        ]
+    if workload.kind == "Job":
+        spec["restartPolicy"] = "Never"
+    if workload.priority_class:
+        spec["priorityClassName"] = workload.priority_class
+    return {"metadata": {"labels": labels}, "spec": spec}
+
+
+def workload_objects(workload: WorkloadSpec) -> list[dict[str, Any]]:
+    """The workload and its PDB, as the API server takes them."""
+    metadata = {"name": workload.name, "namespace": workload.namespace}
+    selector = {"matchLabels": {"app": workload.name}}
+    template = _pod_template(workload)
+    if workload.kind == "Job":
+        body: dict[str, Any] = {
+            "apiVersion": "batch/v1",
+            "kind": "Job",
+            "metadata": metadata,
+            "spec": {
+                "parallelism": workload.replicas,
+                "completions": workload.replicas,
+                "backoffLimit": 1000,
+                "template": template,
+            },
+        }
+    else:
+        body = {
+            "apiVersion": "apps/v1",
+            "kind": workload.kind,
+            "metadata": metadata,
+            "spec": {"replicas": workload.replicas, "selector": selector, "template": template},
+        }
+        if workload.kind == "StatefulSet":
+            body["spec"]["serviceName"] = workload.name
+            body["spec"]["podManagementPolicy"] = "Parallel"
+    objects = [body]
+    if workload.pdb is not None:
+        budget: dict[str, Any] = {"selector": selector}
+        if workload.pdb.min_available is not None:
+            budget["minAvailable"] = workload.pdb.min_available
+        else:
+            budget["maxUnavailable"] = workload.pdb.max_unavailable
+        objects.append(
+            {
+                "apiVersion": "policy/v1",
+                "kind": "PodDisruptionBudget",
+                "metadata": metadata,
+                "spec": budget,
+            }
+        )
+    return objects
+
+
+# --- The traffic model -------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PlacedPod:
+    key: str
+    """namespace/name"""
+    workload: str
+    """namespace/name of the scenario workload"""
+    zone: str | None
+
+
+def _ordinal_order(pods: Iterable[PlacedPod]) -> list[PlacedPod]:
+    """StatefulSet ordinals when the names carry them, else by name: stable across cycles."""
+
+    def order(pod: PlacedPod) -> tuple[int, str]:
+        match = _ORDINAL.search(pod.key)
+        return (int(match.group(1)) if match else 0, pod.key)
+
+    return sorted(pods, key=order)
+
+
+def pair_rates(scenario: Scenario, pods: Iterable[PlacedPod]) -> dict[tuple[str, str], float]:
+    """(source pod, destination pod) -> rate, for the pods running now."""
+    by_workload: dict[str, list[PlacedPod]] = {}
+    for pod in pods:
+        by_workload.setdefault(pod.workload, []).append(pod)
+    rates: dict[tuple[str, str], float] = {}
+
+    def add(source: PlacedPod, destination: PlacedPod, rate: float) -> None:
+        if source.key != destination.key:
+            pair = (source.key, destination.key)
+            rates[pair] = rates.get(pair, 0.0) + rate
+
+    for flow in scenario.traffic:
+        clients = _ordinal_order(by_workload.get(_qualified(flow.source), []))
+        servers = _ordinal_order(by_workload.get(_qualified(flow.destination), []))
+        if not clients or not servers:
+            continue
+        per_client = flow.rate / len(clients)
+        for index, client_pod in enumerate(clients):
+            if flow.routing == "pinned":
+                add(client_pod, servers[index % len(servers)], per_client)
+                continue
+            targets = servers
+            if flow.routing == "zone-preferring":
+                near = [s for s in servers if s.zone is not None and s.zone == client_pod.zone]
+                targets = near or servers
+            for server in targets:
+                add(client_pod, server, per_client / len(targets))
+    return rates

@@ -1,0 +1,71 @@
+"""Processes of the local test infrastructure: free ports, readiness waits, clean stops.
+
+Each process runs in its own session so that stopping it also stops anything it started, and a
+failing test never leaves a server behind.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO
+
+import requests
+from kubernetes import client
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
+def wait_until(check: Callable[[], bool], timeout: float, what: str) -> None:
+    """Poll `check` until it is true; connection errors and missing fields count as not yet."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            if check():
+                return
+        except (requests.RequestException, OSError, KeyError, ValueError, client.ApiException):
+            pass
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{what} not ready after {timeout:g}s")
+        time.sleep(0.2)
+
+
+@dataclass
+class Component:
+    name: str
+    process: subprocess.Popen[bytes]
+    log: IO[bytes]
+    log_path: Path
+
+    def alive(self) -> bool:
+        return self.process.poll() is None
+
+    def log_tail(self, characters: int = 2000) -> str:
+        return self.log_path.read_text(errors="replace")[-characters:]
+
+    def stop(self, grace: float = 10) -> None:
+        if self.alive():
+            os.killpg(self.process.pid, signal.SIGTERM)
+            try:
+                self.process.wait(timeout=grace)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.process.pid, signal.SIGKILL)
+                self.process.wait()
+        self.log.close()
+
+
+def spawn(name: str, argv: list[str], log_path: Path) -> Component:
+    log = log_path.open("ab")
+    process = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    return Component(name, process, log, log_path)

@@ -1,0 +1,139 @@
+"""The real Kubernetes semantics the rebalancer relies on, proven on the local control plane."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from kubernetes import client
+
+from rebalancer.kube import list_raw
+from rebalancer.scenario import PdbSpec, WorkloadSpec, workload_objects
+from rebalancer.testing.cluster import LocalCluster
+from rebalancer.testing.process import wait_until
+
+pytestmark = pytest.mark.e2e
+
+
+def evict(cluster: LocalCluster, pod: dict[str, Any], dry_run: bool = False) -> int:
+    """Send a policy/v1 Eviction; returns the HTTP status (201 evicted, 429 refused by PDB)."""
+    core = client.CoreV1Api(cluster.api_client())
+    name, namespace = pod["metadata"]["name"], pod["metadata"]["namespace"]
+    body = client.V1Eviction(
+        metadata=client.V1ObjectMeta(name=name, namespace=namespace),
+        delete_options=client.V1DeleteOptions(dry_run=["All"] if dry_run else None),
+    )
+    try:
+        core.create_namespaced_pod_eviction(name, namespace, body)
+    except client.ApiException as error:
+        return int(error.status)
+    return 201
+
+
+def _deploy(
+    cluster: LocalCluster, namespace: str, replicas: int = 3, min_available: int = 2
+) -> WorkloadSpec:
+    cluster.ensure_namespace(namespace)
+    workload = WorkloadSpec(
+        name="web", namespace=namespace, replicas=replicas, pdb=PdbSpec(min_available=min_available)
+    )
+    cluster.apply(workload_objects(workload))
+    cluster.wait_ready(namespace, "web", replicas)
+    _wait_pdb(cluster, namespace, allowed=replicas - min_available)
+    return workload
+
+
+def _wait_pdb(cluster: LocalCluster, namespace: str, allowed: int) -> None:
+    """The disruption controller must have caught up, or the API server answers 429 anyway."""
+    policy = client.PolicyV1Api(cluster.api_client())
+
+    def caught_up() -> bool:
+        raw: Any = policy.read_namespaced_pod_disruption_budget(
+            "web", namespace, _preload_content=False
+        )
+        pdb = json.loads(raw.data)
+        status = pdb.get("status") or {}
+        return (
+            status.get("observedGeneration") == pdb["metadata"]["generation"]
+            and status.get("disruptionsAllowed") == allowed
+        )
+
+    wait_until(caught_up, 60, f"PDB of {namespace} allowing {allowed}")
+
+
+def test_pods_are_scheduled_onto_kwok_nodes_and_become_ready(cluster: LocalCluster) -> None:
+    _deploy(cluster, "semantics-ready")
+    pods = cluster.ready_pods("semantics-ready", "web")
+    assert len(pods) == 3
+    assert all(pod["spec"]["nodeName"].startswith("node-") for pod in pods)
+
+
+def _cordon_all(cluster: LocalCluster, unschedulable: bool) -> None:
+    core = client.CoreV1Api(cluster.api_client())
+    for node in list_raw("Node", core.list_node):
+        core.patch_node(node["metadata"]["name"], {"spec": {"unschedulable": unschedulable}})
+
+
+def test_eviction_is_judged_against_the_pdb(cluster: LocalCluster) -> None:
+    namespace = "semantics-evict"
+    _deploy(cluster, namespace)
+    first, second, third = cluster.ready_pods(namespace, "web")
+    originals = {pod["metadata"]["name"] for pod in (first, second, third)}
+    # kwok replaces pods in milliseconds; with every node cordoned the replacement stays
+    # Pending, so the budget stays spent for as long as the test needs
+    _cordon_all(cluster, True)
+    try:
+        assert evict(cluster, first) == 201
+        assert evict(cluster, second) == 429
+    finally:
+        _cordon_all(cluster, False)
+
+    def replacements() -> list[dict[str, Any]]:
+        return [
+            p
+            for p in cluster.ready_pods(namespace, "web")
+            if p["metadata"]["name"] not in originals
+        ]
+
+    wait_until(lambda: len(replacements()) == 1, 60, "the ReplicaSet's replacement")
+    names = {p["metadata"]["name"] for p in cluster.ready_pods(namespace, "web")}
+    assert first["metadata"]["name"] not in names and second["metadata"]["name"] in names
+
+
+def test_dry_run_eviction_is_judged_but_evicts_nothing(cluster: LocalCluster) -> None:
+    namespace = "semantics-dry-run"
+    _deploy(cluster, namespace, replicas=2, min_available=2)  # budget allows nothing
+    pod = cluster.ready_pods(namespace, "web")[0]
+    assert evict(cluster, pod, dry_run=True) == 429
+    policy = client.PolicyV1Api(cluster.api_client())
+    policy.patch_namespaced_pod_disruption_budget("web", namespace, {"spec": {"minAvailable": 1}})
+    _wait_pdb(cluster, namespace, allowed=1)
+    assert evict(cluster, pod, dry_run=True) == 201
+    still_there = {p["metadata"]["name"] for p in cluster.ready_pods(namespace, "web")}
+    assert pod["metadata"]["name"] in still_there and len(still_there) == 2
+    _wait_pdb(cluster, namespace, allowed=1)  # a dry run spends no budget
+
+
+def test_a_pod_evicted_from_a_cordoned_node_lands_elsewhere(cluster: LocalCluster) -> None:
+    namespace = "semantics-cordon"
+    _deploy(cluster, namespace, replicas=2, min_available=1)
+    evicted, other = cluster.ready_pods(namespace, "web")
+    node = evicted["spec"]["nodeName"]
+    originals = {evicted["metadata"]["name"], other["metadata"]["name"]}
+    core = client.CoreV1Api(cluster.api_client())
+    core.patch_node(node, {"spec": {"unschedulable": True}})
+    try:
+        assert evict(cluster, evicted) == 201
+
+        def replacements() -> list[dict[str, Any]]:
+            return [
+                p
+                for p in cluster.ready_pods(namespace, "web")
+                if p["metadata"]["name"] not in originals
+            ]
+
+        wait_until(lambda: len(replacements()) == 1, 60, "replacement")
+        assert replacements()[0]["spec"]["nodeName"] != node
+    finally:
+        core.patch_node(node, {"spec": {"unschedulable": False}})

@@ -1,0 +1,140 @@
+"""Scenarios validate with clear errors, become API objects, and drive the traffic model."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from rebalancer.errors import InputError
+from rebalancer.scenario import (
+    PlacedPod,
+    load_scenario,
+    node_object,
+    pair_rates,
+    parse_scenario,
+    workload_objects,
+)
+
+EXAMPLES = Path(__file__).parent.parent / "examples" / "scenarios"
+BASE = "name: t\nworkloads: [{name: a, replicas: 2}, {name: b, replicas: 2}]\n"
+
+
+@pytest.mark.parametrize("path", sorted(EXAMPLES.glob("*.yaml")), ids=lambda p: p.stem)
+def test_every_example_scenario_loads(path: Path) -> None:
+    scenario = load_scenario(path)
+    assert scenario.node_specs() and scenario.workloads
+
+
+def test_grid_nodes_carry_zone_rack_and_host_labels() -> None:
+    scenario = parse_scenario(BASE + "nodes: {zones: 2, racks_per_zone: 1, nodes_per_rack: 2}", "s")
+    nodes = [node_object(spec) for spec in scenario.node_specs()]
+    assert [n["metadata"]["name"] for n in nodes] == [
+        "node-a11",
+        "node-a12",
+        "node-b11",
+        "node-b12",
+    ]
+    assert nodes[2]["metadata"]["labels"] == {
+        "kubernetes.io/hostname": "node-b11",
+        "topology.kubernetes.io/zone": "zone-b",
+        "topology.kubernetes.io/rack": "rack-1",
+    }
+
+
+def test_workloads_become_api_objects_with_pdb_and_spread() -> None:
+    scenario = parse_scenario(
+        "name: t\nworkloads: [{name: db, kind: StatefulSet, replicas: 3, pdb: {max_unavailable: 1},"
+        " spread: [{level: zone, hard: false}]}]",
+        "s",
+    )
+    statefulset, pdb = workload_objects(scenario.workloads[0])
+    assert statefulset["kind"] == "StatefulSet" and statefulset["spec"]["replicas"] == 3
+    constraint = statefulset["spec"]["template"]["spec"]["topologySpreadConstraints"][0]
+    assert constraint["topologyKey"] == "topology.kubernetes.io/zone"
+    assert constraint["whenUnsatisfiable"] == "ScheduleAnyway"
+    assert pdb["spec"] == {"selector": {"matchLabels": {"app": "db"}}, "maxUnavailable": 1}
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        (
+            BASE + "traffic: [{source: a, destination: c, rate: 1}]",
+            "s: traffic.0.destination: no workload 'c'",
+        ),
+        (
+            BASE + "traffic: [{source: a, destination: b, rate: 0}]",
+            "s: traffic.0.rate: Input should be greater than 0",
+        ),
+        (
+            BASE + "traffic: [{source: a, destination: b, rate: 1, routing: random}]",
+            "s: traffic.0.routing: Input should be 'pinned', 'even' or 'zone-preferring'",
+        ),
+        (
+            "name: t\nworkloads: [{name: a}, {name: a}]",
+            "s: workloads: names must be unique, repeated: ['default/a']",
+        ),
+        (
+            "name: t\nworkloads: [{name: a, pdb: {}}]",
+            "s: workloads.0.pdb: give exactly one of min_available and max_unavailable",
+        ),
+        ("name: t\nworkloads: [{name: A_b}]", "s: workloads.0.name: String should match pattern"),
+        (
+            "name: t\nworkloads: [{name: a, replicaz: 2}]",
+            "s: workloads.0.replicaz: Extra inputs are not permitted",
+        ),
+    ],
+    ids=[
+        "unknown-workload",
+        "zero-rate",
+        "bad-routing",
+        "duplicate",
+        "empty-pdb",
+        "bad-name",
+        "unknown-key",
+    ],
+)
+def test_bad_scenarios_name_the_field(text: str, message: str) -> None:
+    with pytest.raises(InputError) as raised:
+        parse_scenario(text, "s")
+    assert str(raised.value).startswith(message)
+
+
+def _pods(workload: str, zones: list[str]) -> list[PlacedPod]:
+    return [
+        PlacedPod(f"default/{workload}-{i}", f"default/{workload}", z) for i, z in enumerate(zones)
+    ]
+
+
+@pytest.mark.parametrize(
+    ("routing", "expected"),
+    [
+        (
+            "even",
+            {("default/a-0", f"default/b-{j}"): 2.5 for j in range(2)}
+            | {("default/a-1", f"default/b-{j}"): 2.5 for j in range(2)},
+        ),
+        ("pinned", {("default/a-0", "default/b-0"): 5.0, ("default/a-1", "default/b-1"): 5.0}),
+        (
+            "zone-preferring",
+            {
+                ("default/a-0", "default/b-1"): 5.0,
+                ("default/a-1", "default/b-0"): 2.5,
+                ("default/a-1", "default/b-1"): 2.5,
+            },
+        ),
+    ],
+)
+def test_routing_models(routing: str, expected: dict[tuple[str, str], float]) -> None:
+    scenario = parse_scenario(
+        BASE + f"traffic: [{{source: a, destination: b, rate: 10, routing: {routing}}}]", "s"
+    )
+    pods = _pods("a", ["zone-a", "zone-c"]) + _pods("b", ["zone-b", "zone-a"])
+    assert pair_rates(scenario, pods) == expected
+
+
+def test_a_workload_talking_to_itself_skips_self_pairs() -> None:
+    scenario = parse_scenario(BASE + "traffic: [{source: a, destination: a, rate: 6}]", "s")
+    rates = pair_rates(scenario, _pods("a", ["z", "z", "z"]))
+    assert len(rates) == 6 and ("default/a-0", "default/a-0") not in rates
