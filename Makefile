@@ -4,7 +4,7 @@ PYTHON ?= python3
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: test lint demo prometheus binaries cluster-up cluster-down clean
+.PHONY: test lint demo bench prometheus binaries cluster-up cluster-down clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -39,6 +39,10 @@ lint: $(STAMP)
 
 test: $(STAMP) prometheus binaries lint
 	$(BIN)/pytest
+
+# Figures, not pass/fail: how heavy the local control plane is.
+bench: $(STAMP) binaries
+	$(BIN)/python bench/control_plane.py
 
 demo: $(STAMP)
 	$(BIN)/rebalancer plan --policy examples/demo/policy.yaml \

@@ -393,6 +393,7 @@ def local_cluster(workdir: Path) -> Iterator[LocalCluster]:
 
 def _up(workdir: Path, scenario_path: Path) -> None:
     """Start everything detached, for hands-on use; `down` stops it from pids.json."""
+    workdir = workdir.resolve()
     urllib3.disable_warnings(urllib3.exceptions.InsecureRequestWarning)
     scenario = load_scenario(scenario_path)
     cluster = LocalCluster(workdir=workdir, bin_dir=build_binaries())
