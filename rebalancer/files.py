@@ -1,19 +1,64 @@
-"""Reading the user's JSON files, with the one-line errors every input file gets."""
+"""Reading the user's files (policy, scenario, snapshot, traffic), with the one-line errors every
+input gets: the file, then the field path, then what is wrong."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
+
+import yaml
+from pydantic import BaseModel, ValidationError
 
 from rebalancer.errors import InputError
+
+Model = TypeVar("Model", bound=BaseModel)
+_UNION_TAGS = frozenset({"hubble", "istio", "custom"})
+
+
+def read_text(path: Path, what: str) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except OSError as error:
+        raise InputError(f"{path}: cannot read {what} ({error.strerror})") from None
 
 
 def read_json(path: Path, what: str) -> Any:
     """Decoded JSON of `path`, or an InputError naming the file, what it should hold, and why."""
+    text = read_text(path, what)
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except OSError as error:
-        raise InputError(f"{path}: cannot read {what} ({error.strerror})") from None
+        return json.loads(text)
     except json.JSONDecodeError as error:
         raise InputError(f"{path}: not valid JSON (line {error.lineno}: {error.msg})") from None
+
+
+def describe_validation_error(error: ValidationError) -> str:
+    """All of pydantic's errors on one line, each led by the dotted path of its field."""
+    parts = []
+    for item in error.errors():
+        message = item["msg"].removeprefix("Value error, ")
+        location = ".".join(str(part) for part in item["loc"] if not _is_union_tag(part))
+        parts.append(f"{location}: {message}" if location else message)
+    return "; ".join(parts)
+
+
+def _is_union_tag(part: int | str) -> bool:
+    return isinstance(part, str) and (part in _UNION_TAGS or "[" in part)
+
+
+def parse_yaml_model(model: type[Model], text: str, origin: str, what: str) -> Model:
+    """YAML text validated into `model`; an empty document is an empty mapping."""
+    try:
+        document = yaml.safe_load(text)
+    except yaml.YAMLError as error:
+        mark = getattr(error, "problem_mark", None)
+        where = f" line {mark.line + 1}" if mark is not None else ""
+        raise InputError(f"{origin}:{where} not valid YAML") from None
+    if document is None:
+        document = {}
+    if not isinstance(document, dict):
+        raise InputError(f"{origin}: a {what} is a mapping, got {type(document).__name__}")
+    try:
+        return model.model_validate(document)
+    except ValidationError as error:
+        raise InputError(f"{origin}: {describe_validation_error(error)}") from None

@@ -14,18 +14,16 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import promql_parser
-import yaml
 from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
-    ValidationError,
     ValidationInfo,
     field_validator,
     model_validator,
 )
 
-from rebalancer.errors import InputError
+from rebalancer.files import parse_yaml_model, read_text
 from rebalancer.topology import TopologyLevel
 from strategies.registry import STRATEGIES, StrategyArgs
 
@@ -317,45 +315,10 @@ class Policy(_Strict):
         return self
 
 
-def _format_location(location: tuple[int | str, ...]) -> str:
-    return ".".join(str(part) for part in location)
-
-
-def describe_validation_error(error: ValidationError) -> str:
-    """All of pydantic's errors on one line, each led by the dotted path of its field."""
-    parts = []
-    for item in error.errors():
-        message = item["msg"].removeprefix("Value error, ")
-        location = tuple(part for part in item["loc"] if not _is_union_tag(part))
-        parts.append(f"{_format_location(location)}: {message}" if location else message)
-    return "; ".join(parts)
-
-
-def _is_union_tag(part: int | str) -> bool:
-    return isinstance(part, str) and (part in {"hubble", "istio", "custom"} or "[" in part)
-
-
 def parse_policy(text: str, origin: str) -> Policy:
     """Parse YAML text into a Policy, or raise InputError naming `origin` and the field."""
-    try:
-        document = yaml.safe_load(text)
-    except yaml.YAMLError as error:
-        mark = getattr(error, "problem_mark", None)
-        where = f" line {mark.line + 1}" if mark is not None else ""
-        raise InputError(f"{origin}:{where} not valid YAML") from None
-    if document is None:
-        document = {}
-    if not isinstance(document, dict):
-        raise InputError(f"{origin}: a policy is a mapping, got {type(document).__name__}")
-    try:
-        return Policy.model_validate(document)
-    except ValidationError as error:
-        raise InputError(f"{origin}: {describe_validation_error(error)}") from None
+    return parse_yaml_model(Policy, text, origin, "policy")
 
 
 def load_policy(path: Path) -> Policy:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as error:
-        raise InputError(f"{path}: cannot read policy ({error.strerror})") from None
-    return parse_policy(text, str(path))
+    return parse_policy(read_text(path, "policy"), str(path))

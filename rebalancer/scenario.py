@@ -14,11 +14,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from rebalancer.errors import InputError
-from rebalancer.policy import describe_validation_error
+from rebalancer.files import parse_yaml_model, read_text
 
 ZONE_LABEL = "topology.kubernetes.io/zone"
 RACK_LABEL = "topology.kubernetes.io/rack"
@@ -152,23 +150,11 @@ def _qualified(reference: str) -> str:
 
 
 def parse_scenario(text: str, origin: str) -> Scenario:
-    try:
-        document = yaml.safe_load(text)
-    except yaml.YAMLError:
-        raise InputError(f"{origin}: not valid YAML") from None
-    if not isinstance(document, dict):
-        raise InputError(f"{origin}: a scenario is a mapping")
-    try:
-        return Scenario.model_validate(document)
-    except ValidationError as error:
-        raise InputError(f"{origin}: {describe_validation_error(error)}") from None
+    return parse_yaml_model(Scenario, text, origin, "scenario")
 
 
 def load_scenario(path: Path) -> Scenario:
-    try:
-        return parse_scenario(path.read_text(encoding="utf-8"), str(path))
-    except OSError as error:
-        raise InputError(f"{path}: cannot read scenario ({error.strerror})") from None
+    return parse_scenario(read_text(path, "scenario"), str(path))
 
 
 # --- Kubernetes objects ---------------------------------------------------------------------

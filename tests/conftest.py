@@ -13,6 +13,16 @@ from rebalancer.testing import builders as b
 from rebalancer.traffic import PodTraffic
 from strategies.base import ClusterView
 
+LIVE_POLICY_YAML = """
+topology:
+  levels:
+    - {name: zone, label: topology.kubernetes.io/zone, weight: 10}
+    - {name: rack, label: topology.kubernetes.io/rack, weight: 3}
+    - {name: host, label: kubernetes.io/hostname, weight: 1}
+traffic: {source: hubble, window: 10s, max_age_seconds: 60}
+"""
+"""For tests against a real Prometheus scraping every second: a 10 s window fills in 10 s."""
+
 ZONES_RACKS_POLICY: dict[str, Any] = {
     "topology": {
         "levels": [

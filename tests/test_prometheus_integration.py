@@ -13,18 +13,9 @@ from rebalancer.cli import main
 from rebalancer.testing import builders as b
 from rebalancer.testing.exporter import FlowCounters, serve
 from rebalancer.testing.prometheus import PrometheusServer
-from tests.conftest import all_pairs, grid_nodes, pod_keys, snapshot_of
+from tests.conftest import LIVE_POLICY_YAML, all_pairs, grid_nodes, pod_keys, snapshot_of
 
 pytestmark = pytest.mark.integration
-
-POLICY = """
-topology:
-  levels:
-    - {name: zone, label: topology.kubernetes.io/zone, weight: 10}
-    - {name: rack, label: topology.kubernetes.io/rack, weight: 3}
-    - {name: host, label: kubernetes.io/hostname, weight: 1}
-traffic: {source: hubble, window: 10s, max_age_seconds: 60}
-"""
 
 
 @pytest.fixture(scope="module")
@@ -45,7 +36,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, Pa
     snapshot_file = workdir / "snapshot.json"
     snapshot_file.write_text(json.dumps(b.k8s_list(objects)))
     policy_file = workdir / "policy.yaml"
-    policy_file.write_text(POLICY)
+    policy_file.write_text(LIVE_POLICY_YAML)
     with serve(FlowCounters(lambda: rates)) as target:
         server = PrometheusServer(workdir, [target])
         try:
@@ -102,7 +93,7 @@ def test_with_prometheus_stopped_nothing_is_planned_and_exit_is_3(
     snapshot = tmp_path / "snapshot.json"
     snapshot.write_text(json.dumps(b.k8s_list(objects)))
     policy = tmp_path / "policy.yaml"
-    policy.write_text(POLICY)
+    policy.write_text(LIVE_POLICY_YAML)
     with serve(FlowCounters(dict)) as target:
         server = PrometheusServer(tmp_path, [target])
         server.wait_ready()

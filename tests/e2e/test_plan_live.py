@@ -14,18 +14,11 @@ from rebalancer.snapshot import WorkloadRef, load_snapshot
 from rebalancer.testing.cluster import LocalCluster
 from rebalancer.testing.exporter import ClusterTraffic, FlowCounters, serve
 from rebalancer.testing.prometheus import PrometheusServer
+from tests.conftest import LIVE_POLICY_YAML
 
 pytestmark = pytest.mark.e2e
 
 EXAMPLES = Path(__file__).parents[2] / "examples" / "scenarios"
-POLICY = """
-topology:
-  levels:
-    - {name: zone, label: topology.kubernetes.io/zone, weight: 10}
-    - {name: rack, label: topology.kubernetes.io/rack, weight: 3}
-    - {name: host, label: kubernetes.io/hostname, weight: 1}
-traffic: {source: hubble, window: 10s, max_age_seconds: 60}
-"""
 
 
 @pytest.fixture(scope="module")
@@ -75,7 +68,7 @@ def test_live_plan_sees_the_true_cross_zone_traffic(
 ) -> None:
     traffic, server = chatty
     policy = tmp_path / "policy.yaml"
-    policy.write_text(POLICY + "scope: {namespaces: {include: [shop]}}\n")
+    policy.write_text(LIVE_POLICY_YAML + "scope: {namespaces: {include: [shop]}}\n")
     code = main(
         [
             "plan",
