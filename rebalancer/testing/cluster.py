@@ -23,6 +23,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -76,7 +77,9 @@ class LocalCluster:
     bin_dir: Path
     components: dict[str, Component] = field(default_factory=dict)
     pki: Pki | None = None
+    etcd_url: str = ""
     api_port: int = 0
+    _api: client.ApiClient | None = None
 
     @property
     def kubeconfig(self) -> Path:
@@ -258,19 +261,8 @@ class LocalCluster:
                 "--node-lease-duration-seconds=40",
             ],
         )
-        for name, port in (
-            ("kube-controller-manager", manager_port),
-            ("kube-scheduler", scheduler_port),
-        ):
-            self._wait(
-                name,
-                lambda port=port: (
-                    requests.get(  # type: ignore[misc]
-                        f"https://127.0.0.1:{port}/healthz", timeout=2, verify=False
-                    ).text
-                    == "ok"
-                ),
-            )
+        self._wait("kube-controller-manager", partial(_healthy, manager_port))
+        self._wait("kube-scheduler", partial(_healthy, scheduler_port))
         core = client.CoreV1Api(self.api_client())
         self._wait(
             "kube-controller-manager",
@@ -278,16 +270,21 @@ class LocalCluster:
         )
 
     def api_client(self) -> client.ApiClient:
-        api: client.ApiClient = config.new_client_from_config(  # type: ignore[no-untyped-call]
-            config_file=str(self.kubeconfig)
-        )
-        return api
+        """One admin client per cluster, so polling loops reuse its connection pool."""
+        if self._api is None:
+            self._api = config.new_client_from_config(  # type: ignore[no-untyped-call]
+                config_file=str(self.kubeconfig)
+            )
+        return self._api
 
     def stop(self) -> None:
         # Reverse order: clients of the API server first, etcd last.
         for name in reversed(list(self.components)):
             self.components[name].stop()
         self.components.clear()
+        if self._api is not None:
+            self._api.close()  # type: ignore[no-untyped-call]
+            self._api = None
 
     def add_nodes(self, nodes: list[dict[str, Any]], timeout: float = 60) -> None:
         """Create kwok-managed Nodes (label sets and allocatable) and wait until they are Ready."""
@@ -364,6 +361,11 @@ class LocalCluster:
             timeout,
             f"{count} ready pods of {namespace}/{app}",
         )
+
+
+def _healthy(port: int) -> bool:
+    """A component's own /healthz, served with its self-signed certificate."""
+    return requests.get(f"https://127.0.0.1:{port}/healthz", timeout=2, verify=False).text == "ok"
 
 
 def is_ready(pod: dict[str, Any]) -> bool:
