@@ -7,21 +7,30 @@ the field, file or source; no traceback reaches the user.
 from __future__ import annotations
 
 import argparse
+import datetime
 import json
+import logging
 import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
 
+from prometheus_client import CollectorRegistry
 from pydantic import ValidationError
 
+from rebalancer.controller import Controller, PolicySource
 from rebalancer.engine import CycleOutcome, plan_cycle
 from rebalancer.errors import InputError, SourceUnavailableError
+from rebalancer.executor import EventRecorder
 from rebalancer.kube import api_client, list_cluster, read_snapshot
+from rebalancer.logs import configure as configure_logging
+from rebalancer.metrics import ControllerMetrics
+from rebalancer.metrics import serve as serve_metrics
 from rebalancer.planner import PlannerState
 from rebalancer.policy import Policy, load_policy
 from rebalancer.report import outcome_json, outcome_table
 from rebalancer.snapshot import load_snapshot
+from rebalancer.sources import ConfigMapPolicy, ConfigMapState, FilePolicy, parse_reference
 from rebalancer.traffic import (
     PrometheusReader,
     TrafficFailure,
@@ -50,6 +59,35 @@ def _parser() -> argparse.ArgumentParser:
         "without it the persistence gate is not applied",
     )
     plan.add_argument("--output", choices=("table", "json"), default="table")
+
+    run = commands.add_parser("run", help="the controller: plan and act every interval")
+    run.add_argument("--kubeconfig", help="kubeconfig path (in-cluster config if omitted)")
+    run.add_argument("--prometheus", required=True, help="Prometheus base URL")
+    source = run.add_mutually_exclusive_group(required=True)
+    source.add_argument("--policy", type=Path, help="policy YAML, read once (local runs)")
+    source.add_argument(
+        "--policy-configmap",
+        metavar="NAMESPACE/NAME",
+        help="ConfigMap whose policy.yaml is re-read every cycle",
+    )
+    run.add_argument(
+        "--state-configmap",
+        metavar="NAMESPACE/NAME",
+        required=True,
+        help="ConfigMap that keeps cooldowns and persistence across restarts",
+    )
+    run.add_argument(
+        "--metrics-port",
+        type=int,
+        default=8080,
+        help="port for /metrics, /healthz and /readyz (0: pick a free one)",
+    )
+    run.add_argument("--metrics-address", default="0.0.0.0")
+    run.add_argument(
+        "--once",
+        action="store_true",
+        help="run one cycle and exit: 0 if it could act, 3 if it was skipped",
+    )
 
     snapshot = commands.add_parser("snapshot", help="write the cluster state to a snapshot file")
     snapshot.add_argument("--kubeconfig", help="kubeconfig path (in-cluster config if omitted)")
@@ -131,12 +169,43 @@ def _snapshot(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _run(args: argparse.Namespace) -> int:
+    configure_logging()
+    api = api_client(args.kubeconfig)
+    recorder = EventRecorder(api, lambda: datetime.datetime.now(datetime.UTC))
+    policies: PolicySource
+    if args.policy is not None:
+        policies = FilePolicy(args.policy)
+    else:
+        namespace, name = parse_reference(args.policy_configmap, "--policy-configmap")
+        policies = ConfigMapPolicy(api, namespace, name, recorder)
+    state_namespace, state_name = parse_reference(args.state_configmap, "--state-configmap")
+    registry = CollectorRegistry()
+    controller = Controller(
+        api=api,
+        prometheus_url=args.prometheus,
+        policies=policies,
+        state=ConfigMapState(api, state_namespace, state_name),
+        metrics=ControllerMetrics(registry),
+        recorder=recorder,
+    )
+    server = serve_metrics(registry, args.metrics_port, controller.ready, args.metrics_address)
+    logging.getLogger(__name__).info("serving metrics on port %d", server.server_port)
+    try:
+        if args.once:
+            report = controller.run_cycle()
+            return EXIT_OK if report.result == "ok" else SourceUnavailableError.exit_code
+        controller.run_forever()
+        return EXIT_OK
+    finally:
+        server.shutdown()
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    commands = {"plan": _plan, "run": _run, "snapshot": _snapshot}
     try:
-        if args.command == "plan":
-            return _plan(args)
-        return _snapshot(args)
+        return commands[args.command](args)
     except (InputError, SourceUnavailableError) as error:
         print(f"rebalancer: {error}", file=sys.stderr)
         return error.exit_code

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import heapq
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
@@ -41,11 +42,18 @@ class Move:
     reason: str
 
 
+SkipCategory = Literal[
+    "protected", "cooldown", "persistence", "below-threshold", "limit", "pdb", "spread", "no-fit"
+]
+"""A bounded name for why a candidate was skipped, for metric labels; the reason has details."""
+
+
 @dataclass(frozen=True)
 class Skip:
     pod: str
     reason: str
     strategy: str
+    category: SkipCategory
 
 
 @dataclass(frozen=True)
@@ -188,29 +196,36 @@ class _Cycle:
     def zone_level(self) -> int:
         return self.view.topology.level_index(self.policy.topology.zone_level)
 
-    def refusal(self, pod: Pod, candidate: Candidate, gain: float) -> str | None:
+    def refusal(
+        self, pod: Pod, candidate: Candidate, gain: float
+    ) -> tuple[SkipCategory, str] | None:
         """The first rule that forbids this move now, cheapest checks first."""
         protected = protection_reason(pod, self.view.snapshot, self.policy)
         if protected is not None:
-            return protected
+            return "protected", protected
         if pod.workload is not None:
             last = self.state.last_moved.get(str(pod.workload))
             cooldown = self.policy.cooldown.per_workload_seconds
             remaining = cooldown - (self.now - last) if last is not None else 0
             if remaining > 0:
-                return f"workload in cooldown for {remaining:.0f}s more"
+                return "cooldown", f"workload in cooldown for {remaining:.0f}s more"
         seen = self.state.streaks.get(streak_key(candidate), 0)
         if seen < self.persistence_required:
-            return f"proposed {seen} of {self.persistence_required} consecutive cycles"
+            return "persistence", (
+                f"proposed {seen} of {self.persistence_required} consecutive cycles"
+            )
         if gain <= 0 or gain < self.min_gain:
-            return f"gain {gain:.3g} below threshold {self.min_gain:.3g}"
-        refusal = self.budget.refusal(self.scopes(pod))
-        if refusal is not None:
-            return refusal
-        pdb = self.pdb_refusal(pod)
-        if pdb is not None:
-            return pdb
-        return self.spread_refusal(pod, candidate.target)
+            return "below-threshold", f"gain {gain:.3g} below threshold {self.min_gain:.3g}"
+        checks: tuple[tuple[SkipCategory, Callable[[], str | None]], ...] = (
+            ("limit", lambda: self.budget.refusal(self.scopes(pod))),
+            ("pdb", lambda: self.pdb_refusal(pod)),
+            ("spread", lambda: self.spread_refusal(pod, candidate.target)),
+        )
+        for category, check in checks:
+            reason = check()
+            if reason is not None:
+                return category, reason
+        return None
 
     def scopes(self, pod: Pod) -> dict[str, str]:
         scopes = {"node": pod.node_name or "", "namespace": pod.namespace}
@@ -348,8 +363,8 @@ def plan(
     heap = [(-c.gain, index, c) for index, c in enumerate(candidates)]
     heapq.heapify(heap)
 
-    def skip(candidate: Candidate, reason: str) -> None:
-        skipped.setdefault(candidate.pod, Skip(candidate.pod, reason, candidate.strategy))
+    def skip(candidate: Candidate, category: SkipCategory, reason: str) -> None:
+        skipped.setdefault(candidate.pod, Skip(candidate.pod, reason, candidate.strategy, category))
 
     while heap and not cycle.budget.exhausted():
         _negative_gain, index, candidate = heapq.heappop(heap)
@@ -362,17 +377,17 @@ def plan(
         pod = snapshot.pods[candidate.pod]
         refusal = cycle.refusal(pod, candidate, gain)
         if refusal is not None:
-            skip(candidate, refusal)
+            skip(candidate, *refusal)
             continue
         node = cycle.node_in(pod, candidate.target)
         if isinstance(node, _NoFit):
-            skip(candidate, node.reason)
+            skip(candidate, "no-fit", node.reason)
             continue
         moves.append(cycle.accept(pod, candidate, gain, node))
         skipped.pop(pod.key, None)
     for _negative_gain, _index, candidate in heap:
         if candidate.pod not in cycle.cost.moved:
-            skip(candidate, f"per-cycle limit {policy.limits.per_cycle} reached")
+            skip(candidate, "limit", f"per-cycle limit {policy.limits.per_cycle} reached")
     return Plan(
         moves=tuple(moves),
         skipped=tuple(sorted(skipped.values(), key=lambda s: s.pod)),

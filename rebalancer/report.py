@@ -60,7 +60,12 @@ def outcome_json(outcome: CycleOutcome, unit: str, currency: str) -> dict[str, A
             for move in plan.moves
         ],
         skipped=[
-            {"pod": skip.pod, "reason": skip.reason, "strategy": skip.strategy}
+            {
+                "pod": skip.pod,
+                "reason": skip.reason,
+                "category": skip.category,
+                "strategy": skip.strategy,
+            }
             for skip in plan.skipped
         ],
         candidates=plan.candidates,

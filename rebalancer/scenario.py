@@ -9,7 +9,7 @@ following each pair's routing, which is what makes it ground truth when pods mov
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -21,7 +21,8 @@ from rebalancer.files import parse_yaml_model, read_text
 ZONE_LABEL = "topology.kubernetes.io/zone"
 RACK_LABEL = "topology.kubernetes.io/rack"
 HOST_LABEL = "kubernetes.io/hostname"
-LEVEL_LABELS = {"zone": ZONE_LABEL, "rack": RACK_LABEL, "host": HOST_LABEL}
+LevelName = Literal["zone", "rack", "host"]
+LEVEL_LABELS: dict[LevelName, str] = {"zone": ZONE_LABEL, "rack": RACK_LABEL, "host": HOST_LABEL}
 _NAME = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
 _ORDINAL = re.compile(r"-(\d+)$")
 
@@ -65,7 +66,7 @@ class PdbSpec(_Strict):
 
 
 class SpreadSpec(_Strict):
-    level: Literal["zone", "rack", "host"] = "zone"
+    level: LevelName = "zone"
     max_skew: Annotated[int, Field(ge=1)] = 1
     hard: bool = True
     """DoNotSchedule when true, ScheduleAnyway otherwise."""
@@ -81,6 +82,9 @@ class WorkloadSpec(_Strict):
     pdb: PdbSpec | None = None
     spread: tuple[SpreadSpec, ...] = ()
     priority_class: str | None = None
+    start_in: dict[LevelName, str] = Field(default_factory=dict)
+    """Where the pods start, for example {zone: zone-a}: a placement history the rebalancer should
+    fix. Only the first placement is constrained; replacements may go anywhere."""
 
     @property
     def key(self) -> str:
@@ -158,6 +162,11 @@ def load_scenario(path: Path) -> Scenario:
 
 
 # --- Kubernetes objects ---------------------------------------------------------------------
+
+
+def in_domain(labels: Mapping[str, str], domain: Mapping[LevelName, str]) -> bool:
+    """Whether a node with these labels lies in a {level: value} domain such as start_in."""
+    return all(labels.get(LEVEL_LABELS[level]) == value for level, value in domain.items())
 
 
 def node_object(spec: NodeSpec) -> dict[str, Any]:

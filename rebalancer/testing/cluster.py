@@ -20,7 +20,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import partial
@@ -34,7 +34,14 @@ from kubernetes import client, config, utils
 
 from rebalancer.errors import InputError
 from rebalancer.kube import list_raw
-from rebalancer.scenario import Scenario, load_scenario, node_object, workload_objects
+from rebalancer.scenario import (
+    LevelName,
+    Scenario,
+    in_domain,
+    load_scenario,
+    node_object,
+    workload_objects,
+)
 from rebalancer.testing.certificates import Pki, make_pki
 from rebalancer.testing.process import Component, free_port, spawn, wait_until
 from rebalancer.testing.prometheus import PrometheusServer
@@ -351,9 +358,52 @@ class LocalCluster:
         for namespace in sorted({w.namespace for w in scenario.workloads}):
             self.ensure_namespace(namespace)
         for workload in scenario.workloads:
-            self.apply(workload_objects(workload))
+            if workload.start_in:
+                # Cordon everything outside the start domain until the pods are placed, the way
+                # an earlier history of the cluster would have put them there.
+                with self.only_schedulable(workload.start_in):
+                    self.apply(workload_objects(workload))
+                    self.wait_ready(workload.namespace, workload.name, workload.replicas, timeout)
+            else:
+                self.apply(workload_objects(workload))
         for workload in scenario.workloads:
             self.wait_ready(workload.namespace, workload.name, workload.replicas, timeout)
+
+    @contextlib.contextmanager
+    def only_schedulable(self, domain: Mapping[LevelName, str]) -> Iterator[None]:
+        """Cordon every node outside `domain` ({level: value}) for the duration of the block."""
+        core = client.CoreV1Api(self.api_client())
+        cordoned = [
+            node["metadata"]["name"]
+            for node in list_raw("Node", core.list_node)
+            if not node.get("spec", {}).get("unschedulable")
+            and not in_domain(node["metadata"].get("labels") or {}, domain)
+        ]
+        for name in cordoned:
+            core.patch_node(name, {"spec": {"unschedulable": True}})
+        try:
+            yield
+        finally:
+            for name in cordoned:
+                core.patch_node(name, {"spec": {"unschedulable": False}})
+
+    def wait_pdb(self, namespace: str, name: str, allowed: int, timeout: float = 60) -> None:
+        """Until the disruption controller has caught up and the PDB allows `allowed`
+        disruptions; before that the API server answers every eviction with 429."""
+        policy = client.PolicyV1Api(self.api_client())
+
+        def caught_up() -> bool:
+            raw: Any = policy.read_namespaced_pod_disruption_budget(
+                name, namespace, _preload_content=False
+            )
+            pdb = json.loads(raw.data)
+            status = pdb.get("status") or {}
+            return bool(
+                status.get("observedGeneration") == pdb["metadata"]["generation"]
+                and status.get("disruptionsAllowed") == allowed
+            )
+
+        wait_until(caught_up, timeout, f"PDB {namespace}/{name} allowing {allowed}")
 
     def wait_ready(self, namespace: str, app: str, count: int, timeout: float = 60) -> None:
         wait_until(

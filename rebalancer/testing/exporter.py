@@ -123,7 +123,7 @@ class ClusterTraffic:
     def true_crossing(self) -> dict[str, float]:
         """The true rate crossing each level (zone, rack, host) for the pods running now."""
         rates = self.rates()
-        crossing = dict.fromkeys(LEVEL_LABELS, 0.0)
+        crossing: dict[str, float] = dict.fromkeys(LEVEL_LABELS, 0.0)
         for (source, destination), rate in rates.items():
             here = self.node_labels.get(self.pod_nodes[source], {})
             there = self.node_labels.get(self.pod_nodes[destination], {})

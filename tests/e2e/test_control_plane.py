@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import pytest
@@ -40,26 +39,8 @@ def _deploy(
     )
     cluster.apply(workload_objects(workload))
     cluster.wait_ready(namespace, "web", replicas)
-    _wait_pdb(cluster, namespace, allowed=replicas - min_available)
+    cluster.wait_pdb(namespace, "web", allowed=replicas - min_available)
     return workload
-
-
-def _wait_pdb(cluster: LocalCluster, namespace: str, allowed: int) -> None:
-    """The disruption controller must have caught up, or the API server answers 429 anyway."""
-    policy = client.PolicyV1Api(cluster.api_client())
-
-    def caught_up() -> bool:
-        raw: Any = policy.read_namespaced_pod_disruption_budget(
-            "web", namespace, _preload_content=False
-        )
-        pdb = json.loads(raw.data)
-        status = pdb.get("status") or {}
-        return (
-            status.get("observedGeneration") == pdb["metadata"]["generation"]
-            and status.get("disruptionsAllowed") == allowed
-        )
-
-    wait_until(caught_up, 60, f"PDB of {namespace} allowing {allowed}")
 
 
 def test_pods_are_scheduled_onto_kwok_nodes_and_become_ready(cluster: LocalCluster) -> None:
@@ -108,11 +89,11 @@ def test_dry_run_eviction_is_judged_but_evicts_nothing(cluster: LocalCluster) ->
     assert evict(cluster, pod, dry_run=True) == 429
     policy = client.PolicyV1Api(cluster.api_client())
     policy.patch_namespaced_pod_disruption_budget("web", namespace, {"spec": {"minAvailable": 1}})
-    _wait_pdb(cluster, namespace, allowed=1)
+    cluster.wait_pdb(namespace, "web", allowed=1)
     assert evict(cluster, pod, dry_run=True) == 201
     still_there = {p["metadata"]["name"] for p in cluster.ready_pods(namespace, "web")}
     assert pod["metadata"]["name"] in still_there and len(still_there) == 2
-    _wait_pdb(cluster, namespace, allowed=1)  # a dry run spends no budget
+    cluster.wait_pdb(namespace, "web", allowed=1)  # a dry run spends no budget
 
 
 def test_a_pod_evicted_from_a_cordoned_node_lands_elsewhere(cluster: LocalCluster) -> None:

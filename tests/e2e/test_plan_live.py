@@ -53,7 +53,11 @@ def test_snapshot_command_writes_what_the_parser_reads(
     assert main(["snapshot", "--kubeconfig", str(cluster.kubeconfig), "--output", str(output)]) == 0
     snapshot = load_snapshot(output)
     assert len(snapshot.nodes) == 12
-    clients = [p for p in snapshot.pods.values() if p.labels.get("app") == "client"]
+    clients = [
+        p
+        for p in snapshot.pods.values()
+        if p.namespace == "shop" and p.labels.get("app") == "client"
+    ]
     assert len(clients) == 3
     assert {p.workload for p in clients} == {WorkloadRef("Deployment", "shop", "client")}
     assert {pdb.name for pdb in snapshot.pdbs if pdb.namespace == "shop"} == {"client", "server"}

@@ -1,0 +1,161 @@
+"""`rebalancer run`: the engine every interval, acting as the policy's mode says, never harming.
+
+One cycle reads the policy, the cluster and the traffic, plans, and hands the moves to the
+executor. Anything in doubt (a source down, stale data, unreadable state, an unknown mode) ends the
+cycle without a single eviction, with the reason in the log, the metrics and the cycle result.
+APScheduler runs the cycles: never two at once, and an overrun is counted, not queued.
+"""
+
+from __future__ import annotations
+
+import datetime
+import logging
+import signal
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Literal, Protocol
+
+from apscheduler.events import EVENT_JOB_ERROR, EVENT_JOB_MAX_INSTANCES, JobExecutionEvent
+from apscheduler.schedulers.blocking import BlockingScheduler
+from apscheduler.triggers.interval import IntervalTrigger
+from kubernetes import client
+
+from rebalancer.engine import plan_cycle
+from rebalancer.errors import InputError, SourceUnavailableError
+from rebalancer.executor import EventRecorder, EvictionExecutor, Outcome
+from rebalancer.kube import read_snapshot
+from rebalancer.metrics import ControllerMetrics
+from rebalancer.planner import PlannerState
+from rebalancer.policy import Policy
+from rebalancer.sources import ReloadResult
+from rebalancer.traffic import PrometheusReader, TrafficFailure, build_queries, read_traffic
+
+CycleResult = Literal["ok", "skipped-no-data", "skipped-stale", "error"]
+_log = logging.getLogger(__name__)
+
+
+class PolicySource(Protocol):
+    generation: int
+    """How many policies have been accepted since start."""
+
+    def current(self) -> tuple[Policy, ReloadResult]: ...
+
+
+class StateStore(Protocol):
+    def load(self) -> PlannerState: ...
+
+    def save(self, state: PlannerState) -> None: ...
+
+
+@dataclass(frozen=True)
+class CycleReport:
+    result: CycleResult
+    detail: str = ""
+    outcomes: tuple[Outcome, ...] = ()
+
+
+@dataclass
+class Controller:
+    api: client.ApiClient
+    prometheus_url: str
+    policies: PolicySource
+    state: StateStore
+    metrics: ControllerMetrics
+    recorder: EventRecorder
+    clock: Callable[[], float] = time.time
+    last_report: CycleReport | None = field(default=None, init=False)
+    interval_seconds: float = field(default=Policy().interval_seconds, init=False)
+    """The interval of the policy the last cycle read, for the scheduler to follow."""
+
+    def run_cycle(self) -> CycleReport:
+        started = time.monotonic()
+        try:
+            report = self._cycle()
+        except (SourceUnavailableError, InputError) as error:
+            report = CycleReport("error", str(error))
+        self.metrics.cycle_duration.observe(time.monotonic() - started)
+        self.metrics.cycles.labels(report.result).inc()
+        if report.result == "ok":
+            self.metrics.last_success.set(self.clock())
+            _log.info("cycle ok: %d moves acted on", len(report.outcomes))
+        else:
+            _log.warning("cycle %s: no evictions: %s", report.result, report.detail)
+        self.last_report = report
+        return report
+
+    def _cycle(self) -> CycleReport:
+        policy, reload = self.policies.current()
+        if reload != "unchanged":
+            self.metrics.policy_reloads.labels(reload).inc()
+        self.metrics.policy_generation.set(self.policies.generation)
+        self.interval_seconds = policy.interval_seconds
+        if policy.mode == "migrate":
+            return CycleReport("error", "migrate mode is not available in this version")
+        snapshot = read_snapshot(self.api)
+        queries = build_queries(policy.traffic)
+        reader = PrometheusReader(self.prometheus_url, policy.traffic.timeout_seconds)
+        answer = reader.query(queries.traffic)
+        freshness = None if isinstance(answer, TrafficFailure) else reader.query(queries.freshness)
+        traffic = read_traffic(answer, freshness, queries, snapshot, policy.traffic.max_age_seconds)
+        now = self.clock()
+        outcome = plan_cycle(policy, snapshot, traffic, self.state.load(), now=now)
+        if outcome.failure is not None:
+            self.state.save(outcome.state)
+            result: CycleResult = (
+                "skipped-stale" if outcome.failure.reason == "stale" else "skipped-no-data"
+            )
+            if outcome.failure.reason == "bad-query":
+                result = "error"
+            return CycleReport(result, f"{outcome.failure.reason}: {outcome.failure.detail}")
+        assert outcome.plan is not None
+        self.metrics.observe_plan(outcome.plan, policy.price.currency)
+        executor = EvictionExecutor(self.api, self.recorder, dry_run=policy.mode == "dry-run")
+        outcomes = executor.execute(outcome.plan.moves)
+        for done in outcomes:
+            self.metrics.evictions.labels(done.result, done.move.strategy).inc()
+            _log.info(
+                "%s %s -> %s (%s)",
+                done.result,
+                done.move.pod,
+                done.move.destination,
+                done.detail or done.move.reason,
+            )
+        evicted = [done.move for done in outcomes if done.result == "evicted"]
+        self.state.save(outcome.state.record_moves(evicted, now))
+        return CycleReport("ok", outcomes=tuple(outcomes))
+
+    def ready(self) -> bool:
+        return self.last_report is not None and self.last_report.result != "error"
+
+    def run_forever(self) -> None:
+        """Cycles every policy interval until SIGTERM; the running cycle is allowed to finish."""
+        scheduler = BlockingScheduler()
+
+        def cycle() -> None:
+            self.run_cycle()
+            if self.interval_seconds != job.trigger.interval.total_seconds():
+                job.reschedule(IntervalTrigger(seconds=self.interval_seconds))
+                _log.info("interval changed to %gs", self.interval_seconds)
+
+        job = scheduler.add_job(
+            cycle,
+            IntervalTrigger(seconds=self.policies.current()[0].interval_seconds),
+            max_instances=1,
+            coalesce=True,
+            misfire_grace_time=None,
+            next_run_time=datetime.datetime.now(datetime.UTC),
+        )
+
+        def overran(event: JobExecutionEvent) -> None:
+            self.metrics.overruns.inc()
+            _log.warning("cycle overran its interval; the next start is skipped")
+
+        def crashed(event: JobExecutionEvent) -> None:
+            _log.error("cycle crashed: %r", event.exception)
+
+        scheduler.add_listener(overran, EVENT_JOB_MAX_INSTANCES)
+        scheduler.add_listener(crashed, EVENT_JOB_ERROR)
+        signal.signal(signal.SIGTERM, lambda *_: scheduler.shutdown(wait=True))
+        scheduler.start()
+        _log.info("stopped")

@@ -1,0 +1,127 @@
+"""Carrying out a plan through the Eviction API, so PodDisruptionBudgets always hold.
+
+Dry-run is not a branch in the planner: it is this executor sending the same Eviction with
+`dryRun: ["All"]`, so the API server itself judges the PDB and a dry run reports exactly the
+refusals a real run would meet, and evicts nothing. Every outcome is also an Event on the pod,
+naming the strategy, the gain and the target domain, because per-pod detail belongs in Events,
+not in metric labels.
+"""
+
+from __future__ import annotations
+
+import datetime
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Literal
+
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+from urllib3.exceptions import HTTPError
+
+from rebalancer.planner import Move
+
+EvictionResult = Literal["evicted", "would-evict", "refused-by-pdb", "failed"]
+COMPONENT = "topology-rebalancer"
+_log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Outcome:
+    move: Move
+    result: EvictionResult
+    detail: str = ""
+
+
+def _domain(move: Move) -> str:
+    return ", ".join(f"{level}={value}" for level, value in move.destination.items())
+
+
+class EventRecorder:
+    """core/v1 Events about pods and the policy ConfigMap, as `kubectl describe` shows them."""
+
+    def __init__(self, api: client.ApiClient, clock: Callable[[], datetime.datetime]) -> None:
+        self.core = client.CoreV1Api(api)
+        self.clock = clock
+
+    def record(
+        self,
+        kind: str,
+        namespace: str,
+        name: str,
+        *,
+        reason: str,
+        message: str,
+        warning: bool = False,
+    ) -> None:
+        now = self.clock()
+        event = client.CoreV1Event(
+            metadata=client.V1ObjectMeta(generate_name=f"{name}.", namespace=namespace),
+            involved_object=client.V1ObjectReference(
+                api_version="v1", kind=kind, name=name, namespace=namespace
+            ),
+            reason=reason,
+            message=message[:1024],
+            type="Warning" if warning else "Normal",
+            source=client.V1EventSource(component=COMPONENT),
+            reporting_component=COMPONENT,
+            reporting_instance=COMPONENT,
+            first_timestamp=now,
+            last_timestamp=now,
+            count=1,
+        )
+        try:
+            self.core.create_namespaced_event(namespace, event)
+        except (ApiException, HTTPError, OSError) as error:
+            # An Event lost is a message lost, not a reason to stop: the metric and log remain.
+            _log.warning("could not record event %s on %s/%s: %s", reason, namespace, name, error)
+
+
+class EvictionExecutor:
+    """Sends one policy/v1 Eviction per move; in dry-run with dryRun=All."""
+
+    def __init__(self, api: client.ApiClient, recorder: EventRecorder, dry_run: bool) -> None:
+        self.core = client.CoreV1Api(api)
+        self.recorder = recorder
+        self.dry_run = dry_run
+
+    def execute(self, moves: tuple[Move, ...]) -> list[Outcome]:
+        return [self._evict(move) for move in moves]
+
+    def _evict(self, move: Move) -> Outcome:
+        namespace, name = move.pod.split("/", 1)
+        body = client.V1Eviction(
+            metadata=client.V1ObjectMeta(name=name, namespace=namespace),
+            delete_options=client.V1DeleteOptions(dry_run=["All"] if self.dry_run else None),
+        )
+        why = f"{move.strategy}: {move.reason}; gain {move.gain:.4g}; target {_domain(move)}"
+        try:
+            self.core.create_namespaced_pod_eviction(name, namespace, body)
+        except ApiException as error:
+            if error.status == 429:
+                # The PDB refuses now; a later cycle may try again. Never fall back to delete.
+                self.recorder.record(
+                    "Pod",
+                    namespace,
+                    name,
+                    reason="EvictionRefused",
+                    message=f"the PodDisruptionBudget refused ({why})",
+                )
+                return Outcome(move, "refused-by-pdb", "HTTP 429")
+            detail = f"HTTP {error.status} {error.reason}"
+            self.recorder.record(
+                "Pod",
+                namespace,
+                name,
+                reason="EvictionFailed",
+                message=f"{detail} ({why})",
+                warning=True,
+            )
+            return Outcome(move, "failed", detail)
+        except (HTTPError, OSError) as error:
+            return Outcome(move, "failed", type(error).__name__)
+        if self.dry_run:
+            self.recorder.record("Pod", namespace, name, reason="WouldEvict", message=why)
+            return Outcome(move, "would-evict")
+        self.recorder.record("Pod", namespace, name, reason="Evicted", message=why)
+        return Outcome(move, "evicted")

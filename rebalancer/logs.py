@@ -1,0 +1,29 @@
+"""JSON log lines, one object per line, so log pipelines can index them without parsing prose."""
+
+from __future__ import annotations
+
+import datetime
+import json
+import logging
+import sys
+
+
+class JsonFormatter(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        entry = {
+            "time": datetime.datetime.fromtimestamp(record.created, datetime.UTC).isoformat(),
+            "level": record.levelname.lower(),
+            "logger": record.name,
+            "message": record.getMessage(),
+        }
+        if record.exc_info:
+            entry["exception"] = self.formatException(record.exc_info)
+        return json.dumps(entry)
+
+
+def configure(level: int = logging.INFO) -> None:
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(JsonFormatter())
+    logging.basicConfig(level=level, handlers=[handler], force=True)
+    # APScheduler logs every run at INFO; its warnings and errors are enough.
+    logging.getLogger("apscheduler").setLevel(logging.WARNING)

@@ -1,0 +1,244 @@
+"""The controller on the real control plane, a real Prometheus and the ground-truth exporter:
+dry-run evicts nothing and says what it would do; evict mode moves the planned pods, never breaks
+a PDB, leaves a moved workload alone (also after a restart), and acts on no data at all."""
+
+from __future__ import annotations
+
+import datetime
+import json
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kubernetes import client
+from prometheus_client import CollectorRegistry
+
+from rebalancer.controller import Controller
+from rebalancer.executor import EventRecorder, EvictionExecutor
+from rebalancer.kube import list_raw
+from rebalancer.metrics import ControllerMetrics
+from rebalancer.planner import Move
+from rebalancer.policy import Policy, parse_policy
+from rebalancer.scenario import Scenario, parse_scenario
+from rebalancer.sources import ConfigMapState, ReloadResult
+from rebalancer.testing.cluster import LocalCluster
+from rebalancer.testing.exporter import ClusterTraffic, FlowCounters, serve
+from rebalancer.testing.process import free_port
+from rebalancer.testing.prometheus import PrometheusServer
+from rebalancer.topology import Domain
+from tests.conftest import LIVE_POLICY_YAML
+
+pytestmark = pytest.mark.e2e
+
+NAMESPACE = "ctl"
+SCENARIO = f"""
+name: split-pair
+nodes: {{zones: 3, racks_per_zone: 2, nodes_per_rack: 2}}
+workloads:
+  - {{name: client, namespace: {NAMESPACE}, replicas: 3, pdb: {{min_available: 2}},
+     start_in: {{zone: zone-a}}}}
+  - {{name: server, namespace: {NAMESPACE}, replicas: 3, pdb: {{min_available: 2}},
+     start_in: {{zone: zone-b}}}}
+traffic:
+  - {{source: {NAMESPACE}/client, destination: {NAMESPACE}/server, routing: even, rate: 90}}
+"""
+ACTING = """
+scope: {namespaces: {include: [ctl]}}
+persistence: {cycles: 1}
+thresholds: {min_gain: 1, min_gain_ratio: 0}
+"""
+
+
+@dataclass
+class StaticPolicy:
+    policy: Policy
+    generation: int = 1
+
+    def current(self) -> tuple[Policy, ReloadResult]:
+        return self.policy, "unchanged"
+
+
+@dataclass
+class Setup:
+    cluster: LocalCluster
+    prometheus: PrometheusServer
+    scenario: Scenario
+
+    def controller(self, mode: str, prometheus_url: str | None = None) -> Controller:
+        api = self.cluster.api_client()
+        policy = parse_policy(LIVE_POLICY_YAML + ACTING + f"mode: {mode}\n", "test policy")
+        return Controller(
+            api=api,
+            prometheus_url=prometheus_url or self.prometheus.url,
+            policies=StaticPolicy(policy),
+            state=ConfigMapState(api, NAMESPACE, "rebalancer-state"),
+            metrics=ControllerMetrics(CollectorRegistry()),
+            recorder=EventRecorder(api, lambda: datetime.datetime.now(datetime.UTC)),
+        )
+
+    def pod_names(self, app: str) -> set[str]:
+        return {p["metadata"]["name"] for p in self.cluster.ready_pods(NAMESPACE, app)}
+
+    def events(self, reason: str) -> list[dict[str, Any]]:
+        core = client.CoreV1Api(self.cluster.api_client())
+        found = list_raw("Event", lambda **kw: core.list_namespaced_event(NAMESPACE, **kw))
+        return [e for e in found if e.get("reason") == reason]
+
+
+@pytest.fixture(scope="module")
+def setup(cluster: LocalCluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Setup]:
+    scenario = parse_scenario(SCENARIO, "split-pair")
+    cluster.load_scenario(scenario)
+    traffic = ClusterTraffic(scenario, cluster.api_client())
+    with serve(FlowCounters(traffic.rates)) as target:
+        prometheus = PrometheusServer(tmp_path_factory.mktemp("prometheus-ctl"), [target])
+        try:
+            prometheus.wait_ready()
+            prometheus.wait_for(
+                f'count_over_time(hubble_flows_processed_total{{source_namespace="{NAMESPACE}"}}'
+                "[10s]) >= 10",
+                series=9,
+                timeout=60,
+            )
+            yield Setup(cluster, prometheus, scenario)
+        finally:
+            prometheus.stop()
+
+
+def test_dry_run_evicts_nothing_and_records_would_evict(setup: Setup) -> None:
+    before = setup.pod_names("client") | setup.pod_names("server")
+    controller = setup.controller("dry-run")
+    would_evict = 0
+    for _cycle in range(3):
+        report = controller.run_cycle()
+        assert report.result == "ok", report.detail
+        assert report.outcomes and {o.result for o in report.outcomes} == {"would-evict"}
+        would_evict += len(report.outcomes)
+    assert setup.pod_names("client") | setup.pod_names("server") == before
+    events = setup.events("WouldEvict")
+    assert len(events) == would_evict
+    assert all("split-peers" in e["message"] and "target zone=" in e["message"] for e in events)
+    registry = controller.metrics.evictions
+    assert registry.labels("would-evict", "split-peers")._value.get() == would_evict
+
+
+def test_server_side_dry_run_reports_a_pdb_refusal(setup: Setup) -> None:
+    """The planner saw a budget that is gone by the time of the eviction: the API server says so."""
+    api = setup.cluster.api_client()
+    policy_api = client.PolicyV1Api(api)
+    policy_api.patch_namespaced_pod_disruption_budget(
+        "client", NAMESPACE, {"spec": {"minAvailable": 3}}
+    )
+    try:
+        setup.cluster.wait_pdb(NAMESPACE, "client", allowed=0)
+        pod = sorted(setup.pod_names("client"))[0]
+        move = Move(
+            pod=f"{NAMESPACE}/{pod}",
+            workload=None,
+            origin={},
+            target=Domain(0, ("zone-b",)),
+            destination={"zone": "zone-b"},
+            node="node-b11",
+            gain=1.0,
+            strategy="split-peers",
+            reason="test",
+        )
+        recorder = EventRecorder(api, lambda: datetime.datetime.now(datetime.UTC))
+        [outcome] = EvictionExecutor(api, recorder, dry_run=True).execute((move,))
+        assert outcome.result == "refused-by-pdb"
+        assert pod in setup.pod_names("client")
+    finally:
+        policy_api.patch_namespaced_pod_disruption_budget(
+            "client", NAMESPACE, {"spec": {"minAvailable": 2}}
+        )
+        setup.cluster.wait_pdb(NAMESPACE, "client", allowed=1)
+
+
+class PdbWatcher:
+    """Polls the ready pods of each workload and records the lowest count ever seen."""
+
+    def __init__(self, setup: Setup) -> None:
+        self.setup = setup
+        self.lowest = {"client": 3, "server": 3}
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._watch, daemon=True)
+
+    def _watch(self) -> None:
+        while not self.stop.is_set():
+            for app in self.lowest:
+                self.lowest[app] = min(self.lowest[app], len(self.setup.pod_names(app)))
+            self.stop.wait(0.05)
+
+    def __enter__(self) -> PdbWatcher:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.stop.set()
+        self.thread.join()
+
+
+def test_evict_mode_moves_pods_keeps_pdbs_and_respects_cooldown(setup: Setup) -> None:
+    before = {app: setup.pod_names(app) for app in ("client", "server")}
+    with PdbWatcher(setup) as watcher:
+        report = setup.controller("evict").run_cycle()
+        assert report.result == "ok", report.detail
+        evicted = {o.move.pod.split("/")[1] for o in report.outcomes if o.result == "evicted"}
+        assert evicted
+        for app in ("client", "server"):
+            setup.cluster.wait_ready(NAMESPACE, app, 3)
+        moved_workloads = {o.move.workload for o in report.outcomes if o.result == "evicted"}
+        # the next cycle, and a new controller after a "restart", leave those workloads alone
+        for controller in (setup.controller("evict"), setup.controller("evict")):
+            again = controller.run_cycle()
+            assert again.result == "ok", again.detail
+            assert not {o.move.workload for o in again.outcomes} & moved_workloads
+    assert all(lowest >= 2 for lowest in watcher.lowest.values()), watcher.lowest
+    after = setup.pod_names("client") | setup.pod_names("server")
+    assert not evicted & after
+    assert (before["client"] | before["server"]) - after == evicted
+
+
+def test_no_prometheus_means_no_evictions(setup: Setup) -> None:
+    before = setup.pod_names("client") | setup.pod_names("server")
+    controller = setup.controller("evict", prometheus_url=f"http://127.0.0.1:{free_port()}")
+    report = controller.run_cycle()
+    assert report.result == "skipped-no-data"
+    assert report.outcomes == ()
+    assert "unreachable" in report.detail
+    assert setup.pod_names("client") | setup.pod_names("server") == before
+
+
+def test_run_once_from_the_command_line_logs_json(setup: Setup, tmp_path: Path) -> None:
+    policy = tmp_path / "policy.yaml"
+    policy.write_text(LIVE_POLICY_YAML + ACTING + "mode: dry-run\n")
+    command = [
+        sys.executable,
+        "-m",
+        "rebalancer.cli",
+        "run",
+        "--once",
+        "--kubeconfig",
+        str(setup.cluster.kubeconfig),
+        "--prometheus",
+        setup.prometheus.url,
+        "--policy",
+        str(policy),
+        "--state-configmap",
+        f"{NAMESPACE}/cli-state",
+        "--metrics-port",
+        "0",
+        "--metrics-address",
+        "127.0.0.1",
+    ]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
+    lines = [json.loads(line) for line in done.stderr.splitlines()]
+    assert {"time", "level", "logger", "message"} <= set(lines[0])
+    assert any(line["message"].startswith("would-evict ") for line in lines)
+    assert lines[-1]["message"].startswith("cycle ok")
