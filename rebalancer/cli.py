@@ -10,7 +10,11 @@ import argparse
 import datetime
 import json
 import logging
+import os
+import signal
+import socket
 import sys
+import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -23,6 +27,7 @@ from rebalancer.engine import CycleOutcome, plan_cycle
 from rebalancer.errors import InputError, SourceUnavailableError
 from rebalancer.executor import EventRecorder
 from rebalancer.kube import api_client, list_cluster, read_snapshot
+from rebalancer.leadership import run_as_candidate
 from rebalancer.logs import configure as configure_logging
 from rebalancer.metrics import ControllerMetrics
 from rebalancer.metrics import serve as serve_metrics
@@ -83,6 +88,17 @@ def _parser() -> argparse.ArgumentParser:
         help="port for /metrics, /healthz and /readyz (0: pick a free one)",
     )
     run.add_argument("--metrics-address", default="0.0.0.0")
+    run.add_argument(
+        "--leader-elect",
+        action="store_true",
+        help="act only while holding the --lease; standbys wait to take over",
+    )
+    run.add_argument("--lease", metavar="NAMESPACE/NAME", default="kube-system/topology-rebalancer")
+    run.add_argument(
+        "--identity",
+        default=os.environ.get("POD_NAME") or socket.gethostname(),
+        help="this replica's name in the lease (default: $POD_NAME, else the hostname)",
+    )
     run.add_argument(
         "--once",
         action="store_true",
@@ -195,8 +211,19 @@ def _run(args: argparse.Namespace) -> int:
         if args.once:
             report = controller.run_cycle()
             return EXIT_OK if report.result == "ok" else SourceUnavailableError.exit_code
-        controller.run_forever()
-        return EXIT_OK
+        stop = threading.Event()
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(signum, lambda *_: stop.set())
+        if not args.leader_elect:
+            controller.run_until(stop)
+            return EXIT_OK
+        return run_as_candidate(
+            api,
+            lease=parse_reference(args.lease, "--lease"),
+            identity=args.identity,
+            controller=controller,
+            stop=stop,
+        )
     finally:
         server.shutdown()
 

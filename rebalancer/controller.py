@@ -10,14 +10,14 @@ from __future__ import annotations
 
 import datetime
 import logging
-import signal
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
 from apscheduler.events import EVENT_JOB_ERROR, EVENT_JOB_MAX_INSTANCES, JobExecutionEvent
-from apscheduler.schedulers.blocking import BlockingScheduler
+from apscheduler.schedulers.background import BackgroundScheduler
 from apscheduler.triggers.interval import IntervalTrigger
 from kubernetes import client
 
@@ -65,6 +65,9 @@ class Controller:
     recorder: EventRecorder
     clock: Callable[[], float] = time.time
     last_report: CycleReport | None = field(default=None, init=False)
+    scheduled: bool = field(default=False, init=False)
+    leading: threading.Event = field(default_factory=threading.Event, init=False)
+    """Set while this replica may act; cleared the moment it must stop, even mid-cycle."""
     interval_seconds: float = field(default=Policy().interval_seconds, init=False)
     """The interval of the policy the last cycle read, for the scheduler to follow."""
 
@@ -83,6 +86,10 @@ class Controller:
             _log.warning("cycle %s: no evictions: %s", report.result, report.detail)
         self.last_report = report
         return report
+
+    def _may_act(self) -> bool:
+        """A bare run_cycle (rebalancer run --once) acts; under the scheduler only a leader does."""
+        return self.leading.is_set() or not self.scheduled
 
     def _cycle(self) -> CycleReport:
         policy, reload = self.policies.current()
@@ -111,7 +118,7 @@ class Controller:
         assert outcome.plan is not None
         self.metrics.observe_plan(outcome.plan, policy.price.currency)
         executor = EvictionExecutor(self.api, self.recorder, dry_run=policy.mode == "dry-run")
-        outcomes = executor.execute(outcome.plan.moves)
+        outcomes = executor.execute(outcome.plan.moves, still_allowed=self._may_act)
         for done in outcomes:
             self.metrics.evictions.labels(done.result, done.move.strategy).inc()
             _log.info(
@@ -126,11 +133,15 @@ class Controller:
         return CycleReport("ok", outcomes=tuple(outcomes))
 
     def ready(self) -> bool:
+        """A standby replica is ready; a leader once a cycle has ended without error."""
+        if not self.leading.is_set():
+            return True
         return self.last_report is not None and self.last_report.result != "error"
 
-    def run_forever(self) -> None:
-        """Cycles every policy interval until SIGTERM; the running cycle is allowed to finish."""
-        scheduler = BlockingScheduler()
+    def run_until(self, stop: threading.Event) -> None:
+        """Cycle every policy interval until `stop` is set; the running cycle may finish."""
+        scheduler = BackgroundScheduler()
+        self.scheduled = True
 
         def cycle() -> None:
             self.run_cycle()
@@ -156,6 +167,13 @@ class Controller:
 
         scheduler.add_listener(overran, EVENT_JOB_MAX_INSTANCES)
         scheduler.add_listener(crashed, EVENT_JOB_ERROR)
-        signal.signal(signal.SIGTERM, lambda *_: scheduler.shutdown(wait=True))
+        self.leading.set()
+        self.metrics.leader.set(1)
         scheduler.start()
-        _log.info("stopped")
+        try:
+            stop.wait()
+        finally:
+            self.leading.clear()  # evictions still queued in this cycle are not sent
+            self.metrics.leader.set(0)
+            scheduler.shutdown(wait=True)
+            _log.info("stopped acting")

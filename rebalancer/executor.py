@@ -85,8 +85,19 @@ class EvictionExecutor:
         self.recorder = recorder
         self.dry_run = dry_run
 
-    def execute(self, moves: tuple[Move, ...]) -> list[Outcome]:
-        return [self._evict(move) for move in moves]
+    def execute(
+        self, moves: tuple[Move, ...], still_allowed: Callable[[], bool] = lambda: True
+    ) -> list[Outcome]:
+        """Evict in order; stop at once when `still_allowed` turns false (leadership lost)."""
+        outcomes: list[Outcome] = []
+        for move in moves:
+            if not still_allowed():
+                _log.warning(
+                    "no longer allowed to act: %d moves not sent", len(moves) - len(outcomes)
+                )
+                break
+            outcomes.append(self._evict(move))
+        return outcomes
 
     def _evict(self, move: Move) -> Outcome:
         namespace, name = move.pod.split("/", 1)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import datetime
 import json
+import signal
 import subprocess
 import sys
 import threading
@@ -15,8 +16,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import requests
 from kubernetes import client
 from prometheus_client import CollectorRegistry
+from prometheus_client.parser import text_string_to_metric_families
 
 from rebalancer.controller import Controller
 from rebalancer.executor import EventRecorder, EvictionExecutor
@@ -28,7 +31,7 @@ from rebalancer.scenario import Scenario, parse_scenario
 from rebalancer.sources import ConfigMapState, ReloadResult
 from rebalancer.testing.cluster import LocalCluster
 from rebalancer.testing.exporter import ClusterTraffic, FlowCounters, serve
-from rebalancer.testing.process import free_port
+from rebalancer.testing.process import free_port, wait_until
 from rebalancer.testing.prometheus import PrometheusServer
 from rebalancer.topology import Domain
 from tests.conftest import LIVE_POLICY_YAML
@@ -242,3 +245,71 @@ def test_run_once_from_the_command_line_logs_json(setup: Setup, tmp_path: Path) 
     assert {"time", "level", "logger", "message"} <= set(lines[0])
     assert any(line["message"].startswith("would-evict ") for line in lines)
     assert lines[-1]["message"].startswith("cycle ok")
+
+
+def _scrape(port: int) -> dict[str, float]:
+    """leader and the number of cycles run, from a replica's /metrics."""
+    text = requests.get(f"http://127.0.0.1:{port}/metrics", timeout=2).text
+    figures = {"leader": 0.0, "cycles": 0.0}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.name == "topology_rebalancer_leader":
+                figures["leader"] = sample.value
+            if sample.name == "topology_rebalancer_cycles_total":
+                figures["cycles"] += sample.value
+    return figures
+
+
+def test_only_the_leader_acts_and_a_standby_takes_over(setup: Setup, tmp_path: Path) -> None:
+    policy = tmp_path / "policy.yaml"
+    policy.write_text(LIVE_POLICY_YAML + ACTING + "mode: dry-run\ninterval_seconds: 2\n")
+    ports = {"a": free_port(), "b": free_port()}
+    replicas = {
+        name: subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "rebalancer.cli",
+                "run",
+                "--leader-elect",
+                "--lease",
+                f"{NAMESPACE}/rebalancer-leader",
+                "--identity",
+                f"replica-{name}",
+                "--kubeconfig",
+                str(setup.cluster.kubeconfig),
+                "--prometheus",
+                setup.prometheus.url,
+                "--policy",
+                str(policy),
+                "--state-configmap",
+                f"{NAMESPACE}/ha-state",
+                "--metrics-port",
+                str(port),
+                "--metrics-address",
+                "127.0.0.1",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=(tmp_path / f"{name}.log").open("w"),
+        )
+        for name, port in ports.items()
+    }
+    try:
+        wait_until(lambda: sum(_scrape(p)["leader"] for p in ports.values()) == 1, 60, "a leader")
+        leader = next(n for n, p in ports.items() if _scrape(p)["leader"] == 1)
+        standby = next(n for n in ports if n != leader)
+        wait_until(lambda: _scrape(ports[leader])["cycles"] >= 2, 30, "two cycles of the leader")
+        assert _scrape(ports[standby]) == {"leader": 0.0, "cycles": 0.0}
+
+        replicas[leader].kill()  # no goodbye: the lease must expire
+        replicas[leader].wait()
+        wait_until(lambda: _scrape(ports[standby])["cycles"] >= 1, 45, "the standby taking over")
+        assert _scrape(ports[standby])["leader"] == 1
+
+        replicas[standby].send_signal(signal.SIGTERM)
+        assert replicas[standby].wait(timeout=30) == 0
+    finally:
+        for process in replicas.values():
+            if process.poll() is None:
+                process.kill()
+                process.wait()
