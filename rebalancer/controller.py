@@ -149,9 +149,13 @@ class Controller:
                 job.reschedule(IntervalTrigger(seconds=self.interval_seconds))
                 _log.info("interval changed to %gs", self.interval_seconds)
 
+        try:
+            self.interval_seconds = self.policies.current()[0].interval_seconds
+        except SourceUnavailableError as error:
+            _log.warning("policy not readable yet (%s): first interval is the default", error)
         job = scheduler.add_job(
             cycle,
-            IntervalTrigger(seconds=self.policies.current()[0].interval_seconds),
+            IntervalTrigger(seconds=self.interval_seconds),
             max_instances=1,
             coalesce=True,
             misfire_grace_time=None,

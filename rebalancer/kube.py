@@ -14,29 +14,44 @@ from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 from kubernetes.config.config_exception import ConfigException
 from urllib3.exceptions import HTTPError
+from urllib3.util.retry import Retry
 
 from rebalancer.errors import InputError, SourceUnavailableError
 from rebalancer.snapshot import Snapshot, parse_items
 
 _PAGE_SIZE = 500
+_REQUEST_TIMEOUT_SECONDS = 60
 
 
 def api_client(kubeconfig: str | None) -> client.ApiClient:
-    """In-cluster config when no kubeconfig is given and we run in a pod, else the kubeconfig."""
+    """In-cluster config when no kubeconfig is given and we run in a pod, else the kubeconfig.
+
+    Reads (GET, LIST) are retried with backoff on 429, 5xx and dropped connections; writes are
+    not, because a 429 on an eviction is the PDB's answer, to be respected, not repeated.
+    """
+    configuration = client.Configuration()
     try:
+        loaded = False
         if kubeconfig is None:
             try:
-                config.load_incluster_config()  # type: ignore[no-untyped-call]
-                return client.ApiClient()
+                config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
+                loaded = True
             except ConfigException:
                 pass
-        api: client.ApiClient = config.new_client_from_config(  # type: ignore[no-untyped-call]
-            config_file=kubeconfig
-        )
-        return api
+        if not loaded:
+            config.load_kube_config(  # type: ignore[no-untyped-call]
+                config_file=kubeconfig, client_configuration=configuration
+            )
     except (ConfigException, OSError, TypeError) as error:
         where = kubeconfig or "default kubeconfig"
         raise InputError(f"{where}: cannot load Kubernetes config ({error})") from None
+    configuration.retries = Retry(
+        total=4,
+        backoff_factor=0.5,
+        status_forcelist=(429, 500, 502, 503, 504),
+        allowed_methods=frozenset({"GET"}),
+    )
+    return client.ApiClient(configuration)
 
 
 def _listers(api: client.ApiClient) -> list[tuple[str, str, Callable[..., Any]]]:
@@ -57,7 +72,12 @@ def list_raw(kind: str, lister: Callable[..., Any]) -> list[dict[str, Any]]:
     token = None
     while True:
         try:
-            response = lister(limit=_PAGE_SIZE, _continue=token, _preload_content=False)
+            response = lister(
+                limit=_PAGE_SIZE,
+                _continue=token,
+                _preload_content=False,
+                _request_timeout=_REQUEST_TIMEOUT_SECONDS,
+            )
             page = json.loads(response.data)
         except ApiException as error:
             raise SourceUnavailableError(

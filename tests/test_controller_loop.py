@@ -1,0 +1,62 @@
+"""The loop: cycles never overlap, an overrun is counted, and stopping lets the cycle finish."""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass
+
+from prometheus_client import CollectorRegistry
+
+from rebalancer.controller import Controller, CycleReport
+from rebalancer.metrics import ControllerMetrics
+from rebalancer.policy import Policy
+from rebalancer.sources import ReloadResult
+
+
+@dataclass
+class FastPolicy:
+    generation: int = 1
+
+    def current(self) -> tuple[Policy, ReloadResult]:
+        return Policy(interval_seconds=0.2), "unchanged"
+
+
+class SlowController(Controller):
+    """Each cycle takes longer than the interval, and records how many ran at once."""
+
+    running = 0
+    most_at_once = 0
+    finished = 0
+
+    def run_cycle(self) -> CycleReport:
+        self.running += 1
+        self.most_at_once = max(self.most_at_once, self.running)
+        time.sleep(0.5)
+        self.running -= 1
+        self.finished += 1
+        return CycleReport("ok")
+
+
+def test_slow_cycles_never_overlap_and_overruns_are_counted() -> None:
+    metrics = ControllerMetrics(CollectorRegistry())
+    controller = SlowController(
+        api=None,  # type: ignore[arg-type]  # run_cycle is replaced; nothing calls the API
+        prometheus_url="http://127.0.0.1:1",
+        policies=FastPolicy(),
+        state=None,  # type: ignore[arg-type]
+        metrics=metrics,
+        recorder=None,  # type: ignore[arg-type]
+    )
+    stop = threading.Event()
+    loop = threading.Thread(target=controller.run_until, args=(stop,))
+    loop.start()
+    time.sleep(1.6)
+    stop.set()
+    loop.join(timeout=5)
+    assert not loop.is_alive()
+    assert controller.most_at_once == 1
+    assert controller.finished >= 2
+    assert controller.running == 0  # the cycle under way when stop came was allowed to end
+    assert metrics.overruns._value.get() >= 1
+    assert metrics.leader._value.get() == 0
