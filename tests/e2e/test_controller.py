@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,6 +24,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from rebalancer.controller import Controller
 from rebalancer.executor import EventRecorder, EvictionExecutor
+from rebalancer.graph import SECONDS_PER_MONTH
 from rebalancer.kube import list_raw
 from rebalancer.metrics import ControllerMetrics
 from rebalancer.planner import Move
@@ -313,3 +315,72 @@ def test_only_the_leader_acts_and_a_standby_takes_over(setup: Setup, tmp_path: P
             if process.poll() is None:
                 process.kill()
                 process.wait()
+
+
+def test_metrics_show_the_true_figures(setup: Setup, tmp_path: Path) -> None:
+    policy = tmp_path / "policy.yaml"
+    policy.write_text(
+        LIVE_POLICY_YAML.replace("max_age_seconds: 60", "max_age_seconds: 60, bytes_per_unit: 1000")
+        + ACTING
+        + "mode: dry-run\ninterval_seconds: 2\n"
+    )
+    port = free_port()
+    started = time.time()
+    replica = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "rebalancer.cli",
+            "run",
+            "--kubeconfig",
+            str(setup.cluster.kubeconfig),
+            "--prometheus",
+            setup.prometheus.url,
+            "--policy",
+            str(policy),
+            "--state-configmap",
+            f"{NAMESPACE}/metrics-state",
+            "--metrics-port",
+            str(port),
+            "--metrics-address",
+            "127.0.0.1",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_until(lambda: requests.get(f"{url}/readyz", timeout=2).ok, 60, "readyz")
+        assert requests.get(f"{url}/healthz", timeout=2).text == "ok"
+        samples = {
+            (s.name, tuple(sorted(s.labels.items()))): s.value
+            for family in text_string_to_metric_families(
+                requests.get(f"{url}/metrics", timeout=2).text
+            )
+            for s in family.samples
+        }
+    finally:
+        replica.send_signal(signal.SIGTERM)
+        replica.wait(timeout=30)
+    truth = ClusterTraffic(setup.scenario, setup.cluster.api_client()).true_crossing()
+
+    def value(name: str, **labels: str) -> float:
+        return samples[(f"topology_rebalancer_{name}", tuple(sorted(labels.items())))]
+
+    zone = value("traffic_crossing", level="zone", when="current")
+    assert zone == pytest.approx(truth["zone"], rel=0.05)
+    assert value("traffic_crossing", level="rack", when="current") == pytest.approx(
+        truth["rack"], rel=0.05
+    )
+    assert value("traffic_total") == pytest.approx(90.0, rel=0.05)
+    assert value("traffic_crossing", level="zone", when="predicted") < zone
+    monthly = zone * 1000 * SECONDS_PER_MONTH / 1e9 * 0.02
+    assert value("cross_zone_cost_per_month", currency="USD", when="current") == pytest.approx(
+        monthly
+    )
+    assert value("cycles_total", result="ok") >= 1
+    assert value("evictions_total", result="would-evict", strategy="split-peers") >= 1
+    assert value("moves_planned") >= 1
+    assert value("policy_generation") == 1
+    assert value("leader") == 1
+    assert value("last_success_timestamp_seconds") >= started
