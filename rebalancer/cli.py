@@ -22,6 +22,7 @@ from pathlib import Path
 from prometheus_client import CollectorRegistry
 from pydantic import ValidationError
 
+from rebalancer.cache import WatchCache
 from rebalancer.controller import Controller, PolicySource
 from rebalancer.engine import CycleOutcome, plan_cycle
 from rebalancer.errors import InputError, SourceUnavailableError
@@ -197,8 +198,12 @@ def _run(args: argparse.Namespace) -> int:
         policies = ConfigMapPolicy(api, namespace, name, recorder)
     state_namespace, state_name = parse_reference(args.state_configmap, "--state-configmap")
     registry = CollectorRegistry()
+    cache = WatchCache(api).start()
+    if not cache.wait_synced(timeout=120):
+        logging.getLogger(__name__).warning("watch cache not synced yet; cycles wait for it")
     controller = Controller(
         api=api,
+        snapshots=cache.snapshot,
         prometheus_url=args.prometheus,
         policies=policies,
         state=ConfigMapState(api, state_namespace, state_name),
@@ -225,6 +230,7 @@ def _run(args: argparse.Namespace) -> int:
             stop=stop,
         )
     finally:
+        cache.stop()
         server.shutdown()
 
 

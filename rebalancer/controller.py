@@ -24,10 +24,10 @@ from kubernetes import client
 from rebalancer.engine import plan_cycle
 from rebalancer.errors import InputError, SourceUnavailableError
 from rebalancer.executor import EventRecorder, EvictionExecutor, Outcome
-from rebalancer.kube import read_snapshot
 from rebalancer.metrics import ControllerMetrics
 from rebalancer.planner import PlannerState
 from rebalancer.policy import Policy
+from rebalancer.snapshot import Snapshot
 from rebalancer.sources import ReloadResult
 from rebalancer.traffic import PrometheusReader, TrafficFailure, build_queries, read_traffic
 
@@ -58,6 +58,8 @@ class CycleReport:
 @dataclass
 class Controller:
     api: client.ApiClient
+    snapshots: Callable[[], Snapshot]
+    """Where each cycle's picture of the cluster comes from: a watch cache, or a fresh LIST."""
     prometheus_url: str
     policies: PolicySource
     state: StateStore
@@ -99,7 +101,7 @@ class Controller:
         self.interval_seconds = policy.interval_seconds
         if policy.mode == "migrate":
             return CycleReport("error", "migrate mode is not available in this version")
-        snapshot = read_snapshot(self.api)
+        snapshot = self.snapshots()
         queries = build_queries(policy.traffic)
         reader = PrometheusReader(self.prometheus_url, policy.traffic.timeout_seconds)
         answer = reader.query(queries.traffic)

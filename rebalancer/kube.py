@@ -54,7 +54,8 @@ def api_client(kubeconfig: str | None) -> client.ApiClient:
     return client.ApiClient(configuration)
 
 
-def _listers(api: client.ApiClient) -> list[tuple[str, str, Callable[..., Any]]]:
+def snapshot_listers(api: client.ApiClient) -> list[tuple[str, str, Callable[..., Any]]]:
+    """(kind, apiVersion, list function) of every kind a snapshot reads."""
     core, apps, policy = client.CoreV1Api(api), client.AppsV1Api(api), client.PolicyV1Api(api)
     return [
         ("Node", "v1", core.list_node),
@@ -66,8 +67,9 @@ def _listers(api: client.ApiClient) -> list[tuple[str, str, Callable[..., Any]]]
     ]
 
 
-def list_raw(kind: str, lister: Callable[..., Any]) -> list[dict[str, Any]]:
-    """Every item of one kind as raw JSON, page by page, so large clusters are not one response."""
+def list_with_version(kind: str, lister: Callable[..., Any]) -> tuple[list[dict[str, Any]], str]:
+    """Every item of one kind as raw JSON, page by page, with the list's resourceVersion, from
+    which a watch can continue without missing a change."""
     items: list[dict[str, Any]] = []
     token = None
     while True:
@@ -86,16 +88,22 @@ def list_raw(kind: str, lister: Callable[..., Any]) -> list[dict[str, Any]]:
         except (HTTPError, OSError, ValueError) as error:
             raise SourceUnavailableError(f"Kubernetes API: list {kind}: {error}") from None
         items.extend(page.get("items") or ())
-        token = (page.get("metadata") or {}).get("continue")
+        metadata = page.get("metadata") or {}
+        token = metadata.get("continue")
         if not token:
-            return items
+            return items, str(metadata.get("resourceVersion", ""))
+
+
+def list_raw(kind: str, lister: Callable[..., Any]) -> list[dict[str, Any]]:
+    """Every item of one kind as raw JSON, page by page, so large clusters are not one response."""
+    return list_with_version(kind, lister)[0]
 
 
 def list_cluster(api: client.ApiClient) -> dict[str, Any]:
     """Everything a snapshot needs, as one `List` shaped like kubectl's output."""
     items = [
         {"apiVersion": api_version, "kind": kind, **item}
-        for kind, api_version, lister in _listers(api)
+        for kind, api_version, lister in snapshot_listers(api)
         for item in list_raw(kind, lister)
     ]
     return {"apiVersion": "v1", "kind": "List", "items": items}

@@ -11,6 +11,7 @@ from prometheus_client import CollectorRegistry
 from rebalancer.controller import Controller, CycleReport
 from rebalancer.metrics import ControllerMetrics
 from rebalancer.policy import Policy
+from rebalancer.snapshot import Snapshot
 from rebalancer.sources import ReloadResult
 
 
@@ -42,6 +43,7 @@ def test_slow_cycles_never_overlap_and_overruns_are_counted() -> None:
     metrics = ControllerMetrics(CollectorRegistry())
     controller = SlowController(
         api=None,  # type: ignore[arg-type]  # run_cycle is replaced; nothing calls the API
+        snapshots=Snapshot,
         prometheus_url="http://127.0.0.1:1",
         policies=FastPolicy(),
         state=None,  # type: ignore[arg-type]

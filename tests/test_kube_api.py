@@ -14,6 +14,7 @@ import pytest
 import yaml
 from kubernetes import client
 
+from rebalancer.cache import WatchCache
 from rebalancer.errors import InputError, SourceUnavailableError
 from rebalancer.kube import api_client, list_raw, read_snapshot
 from rebalancer.testing.process import free_port
@@ -50,26 +51,31 @@ class FlakyApi(BaseHTTPRequestHandler):
         self._answer(429, {"kind": "Status", "code": 429, "reason": "TooManyRequests"})
 
 
-@pytest.fixture
-def kubeconfig(tmp_path: Path) -> Iterator[Path]:
-    FlakyApi.requests = []
-    server = ThreadingHTTPServer(("127.0.0.1", 0), FlakyApi)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    path = tmp_path / "kubeconfig"
+def _kubeconfig(directory: Path, port: int) -> Path:
+    """A kubeconfig for a plain-HTTP API server on a loopback port."""
+    path = directory / "kubeconfig"
+    cluster = {"server": f"http://127.0.0.1:{port}"}
     path.write_text(
         yaml.safe_dump(
             {
                 "apiVersion": "v1",
                 "kind": "Config",
                 "current-context": "t",
-                "clusters": [
-                    {"name": "t", "cluster": {"server": f"http://127.0.0.1:{server.server_port}"}}
-                ],
+                "clusters": [{"name": "t", "cluster": cluster}],
                 "users": [{"name": "t", "user": {"token": "x"}}],
                 "contexts": [{"name": "t", "context": {"cluster": "t", "user": "t"}}],
             }
         )
     )
+    return path
+
+
+@pytest.fixture
+def kubeconfig(tmp_path: Path) -> Iterator[Path]:
+    FlakyApi.requests = []
+    server = ThreadingHTTPServer(("127.0.0.1", 0), FlakyApi)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    path = _kubeconfig(tmp_path, server.server_port)
     yield path
     server.shutdown()
 
@@ -90,21 +96,7 @@ def test_an_eviction_refused_with_429_is_not_repeated(kubeconfig: Path) -> None:
 
 
 def test_a_dead_api_server_is_an_unavailable_source(tmp_path: Path) -> None:
-    path = tmp_path / "kubeconfig"
-    path.write_text(
-        yaml.safe_dump(
-            {
-                "apiVersion": "v1",
-                "kind": "Config",
-                "current-context": "t",
-                "clusters": [
-                    {"name": "t", "cluster": {"server": f"http://127.0.0.1:{free_port()}"}}
-                ],
-                "users": [{"name": "t", "user": {"token": "x"}}],
-                "contexts": [{"name": "t", "context": {"cluster": "t", "user": "t"}}],
-            }
-        )
-    )
+    path = _kubeconfig(tmp_path, free_port())
     with pytest.raises(SourceUnavailableError, match=r"^Kubernetes API: list Node: "):
         read_snapshot(api_client(str(path)))
 
@@ -112,3 +104,14 @@ def test_a_dead_api_server_is_an_unavailable_source(tmp_path: Path) -> None:
 def test_a_missing_kubeconfig_is_bad_input(tmp_path: Path) -> None:
     with pytest.raises(InputError, match="cannot load Kubernetes config"):
         api_client(str(tmp_path / "absent"))
+
+
+def test_a_watch_cache_that_never_synced_refuses_to_give_a_snapshot(tmp_path: Path) -> None:
+    path = _kubeconfig(tmp_path, free_port())
+    cache = WatchCache(api_client(str(path))).start()
+    try:
+        assert not cache.wait_synced(timeout=0.5)
+        with pytest.raises(SourceUnavailableError, match="watch cache not synced"):
+            cache.snapshot()
+    finally:
+        cache.stop()

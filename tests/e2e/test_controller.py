@@ -25,7 +25,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from rebalancer.controller import Controller
 from rebalancer.executor import EventRecorder, EvictionExecutor
 from rebalancer.graph import SECONDS_PER_MONTH
-from rebalancer.kube import list_raw
+from rebalancer.kube import list_raw, read_snapshot
 from rebalancer.metrics import ControllerMetrics
 from rebalancer.planner import Move
 from rebalancer.policy import Policy, parse_policy
@@ -79,6 +79,7 @@ class Setup:
         policy = parse_policy(LIVE_POLICY_YAML + ACTING + f"mode: {mode}\n", "test policy")
         return Controller(
             api=api,
+            snapshots=lambda: read_snapshot(api),
             prometheus_url=prometheus_url or self.prometheus.url,
             policies=StaticPolicy(policy),
             state=ConfigMapState(api, NAMESPACE, "rebalancer-state"),
