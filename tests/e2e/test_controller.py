@@ -30,7 +30,7 @@ from rebalancer.metrics import ControllerMetrics
 from rebalancer.planner import Move
 from rebalancer.policy import Policy, parse_policy
 from rebalancer.scenario import Scenario, parse_scenario
-from rebalancer.sources import ConfigMapState, ReloadResult
+from rebalancer.sources import POLICY_KEY, ConfigMapPolicy, ConfigMapState, ReloadResult
 from rebalancer.testing.cluster import LocalCluster
 from rebalancer.testing.exporter import ClusterTraffic, FlowCounters, serve
 from rebalancer.testing.process import free_port, wait_until
@@ -385,3 +385,28 @@ def test_metrics_show_the_true_figures(setup: Setup, tmp_path: Path) -> None:
     assert value("policy_generation") == 1
     assert value("leader") == 1
     assert value("last_success_timestamp_seconds") >= started
+
+
+def test_a_policy_change_applies_at_the_next_cycle(setup: Setup) -> None:
+    api = setup.cluster.api_client()
+    core = client.CoreV1Api(api)
+    recorder = EventRecorder(api, lambda: datetime.datetime.now(datetime.UTC))
+    policy = LIVE_POLICY_YAML + ACTING + "mode: dry-run\n"
+    body = client.V1ConfigMap(
+        metadata=client.V1ObjectMeta(name="live-policy", namespace=NAMESPACE),
+        data={POLICY_KEY: policy},
+    )
+    core.create_namespaced_config_map(NAMESPACE, body)
+    controller = setup.controller("dry-run")
+    controller.policies = ConfigMapPolicy(api, NAMESPACE, "live-policy", recorder)
+    controller.state = ConfigMapState(api, NAMESPACE, "live-state")
+    first = controller.run_cycle()
+    assert {o.result for o in first.outcomes} == {"would-evict"}
+
+    body.data = {POLICY_KEY: policy.replace("mode: dry-run", "mode: evict")}
+    core.replace_namespaced_config_map("live-policy", NAMESPACE, body)
+    second = controller.run_cycle()
+    assert second.outcomes and {o.result for o in second.outcomes} <= {"evicted", "refused-by-pdb"}
+    assert "evicted" in {o.result for o in second.outcomes}
+    for app in ("client", "server"):
+        setup.cluster.wait_ready(NAMESPACE, app, 3)
