@@ -32,7 +32,8 @@ from rebalancer.policy import Policy, parse_policy
 from rebalancer.scenario import Scenario, parse_scenario
 from rebalancer.sources import POLICY_KEY, ConfigMapPolicy, ConfigMapState, ReloadResult
 from rebalancer.testing.cluster import LocalCluster
-from rebalancer.testing.exporter import ClusterTraffic, FlowCounters, serve
+from rebalancer.testing.exporter import ClusterTraffic
+from rebalancer.testing.live import live_scenario
 from rebalancer.testing.process import free_port, wait_until
 from rebalancer.testing.prometheus import PrometheusServer
 from rebalancer.topology import Domain
@@ -87,6 +88,28 @@ class Setup:
             recorder=EventRecorder(api, lambda: datetime.datetime.now(datetime.UTC)),
         )
 
+    def run_command(self, policy: Path, state: str, port: int, *extra: str) -> list[str]:
+        """`rebalancer run` against this setup, as a replica would be started."""
+        return [
+            sys.executable,
+            "-m",
+            "rebalancer.cli",
+            "run",
+            *extra,
+            "--kubeconfig",
+            str(self.cluster.kubeconfig),
+            "--prometheus",
+            self.prometheus.url,
+            "--policy",
+            str(policy),
+            "--state-configmap",
+            f"{NAMESPACE}/{state}",
+            "--metrics-port",
+            str(port),
+            "--metrics-address",
+            "127.0.0.1",
+        ]
+
     def pod_names(self, app: str) -> set[str]:
         return {p["metadata"]["name"] for p in self.cluster.ready_pods(NAMESPACE, app)}
 
@@ -99,21 +122,9 @@ class Setup:
 @pytest.fixture(scope="module")
 def setup(cluster: LocalCluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Setup]:
     scenario = parse_scenario(SCENARIO, "split-pair")
-    cluster.load_scenario(scenario)
-    traffic = ClusterTraffic(scenario, cluster.api_client())
-    with serve(FlowCounters(traffic.rates)) as target:
-        prometheus = PrometheusServer(tmp_path_factory.mktemp("prometheus-ctl"), [target])
-        try:
-            prometheus.wait_ready()
-            prometheus.wait_for(
-                f'count_over_time(hubble_flows_processed_total{{source_namespace="{NAMESPACE}"}}'
-                "[10s]) >= 10",
-                series=9,
-                timeout=60,
-            )
-            yield Setup(cluster, prometheus, scenario)
-        finally:
-            prometheus.stop()
+    workdir = tmp_path_factory.mktemp("prometheus-ctl")
+    with live_scenario(cluster, scenario, workdir) as (_truth, prometheus):
+        yield Setup(cluster, prometheus, scenario)
 
 
 def test_dry_run_evicts_nothing_and_records_would_evict(setup: Setup) -> None:
@@ -223,25 +234,7 @@ def test_no_prometheus_means_no_evictions(setup: Setup) -> None:
 def test_run_once_from_the_command_line_logs_json(setup: Setup, tmp_path: Path) -> None:
     policy = tmp_path / "policy.yaml"
     policy.write_text(LIVE_POLICY_YAML + ACTING + "mode: dry-run\n")
-    command = [
-        sys.executable,
-        "-m",
-        "rebalancer.cli",
-        "run",
-        "--once",
-        "--kubeconfig",
-        str(setup.cluster.kubeconfig),
-        "--prometheus",
-        setup.prometheus.url,
-        "--policy",
-        str(policy),
-        "--state-configmap",
-        f"{NAMESPACE}/cli-state",
-        "--metrics-port",
-        "0",
-        "--metrics-address",
-        "127.0.0.1",
-    ]
+    command = setup.run_command(policy, "cli-state", 0, "--once")
     done = subprocess.run(command, capture_output=True, text=True, timeout=120, check=False)
     assert done.returncode == 0, done.stderr
     lines = [json.loads(line) for line in done.stderr.splitlines()]
@@ -269,29 +262,16 @@ def test_only_the_leader_acts_and_a_standby_takes_over(setup: Setup, tmp_path: P
     ports = {"a": free_port(), "b": free_port()}
     replicas = {
         name: subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "rebalancer.cli",
-                "run",
+            setup.run_command(
+                policy,
+                "ha-state",
+                port,
                 "--leader-elect",
                 "--lease",
                 f"{NAMESPACE}/rebalancer-leader",
                 "--identity",
                 f"replica-{name}",
-                "--kubeconfig",
-                str(setup.cluster.kubeconfig),
-                "--prometheus",
-                setup.prometheus.url,
-                "--policy",
-                str(policy),
-                "--state-configmap",
-                f"{NAMESPACE}/ha-state",
-                "--metrics-port",
-                str(port),
-                "--metrics-address",
-                "127.0.0.1",
-            ],
+            ),
             stdout=subprocess.DEVNULL,
             stderr=(tmp_path / f"{name}.log").open("w"),
         )
@@ -328,24 +308,7 @@ def test_metrics_show_the_true_figures(setup: Setup, tmp_path: Path) -> None:
     port = free_port()
     started = time.time()
     replica = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "rebalancer.cli",
-            "run",
-            "--kubeconfig",
-            str(setup.cluster.kubeconfig),
-            "--prometheus",
-            setup.prometheus.url,
-            "--policy",
-            str(policy),
-            "--state-configmap",
-            f"{NAMESPACE}/metrics-state",
-            "--metrics-port",
-            str(port),
-            "--metrics-address",
-            "127.0.0.1",
-        ],
+        setup.run_command(policy, "metrics-state", port),
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )

@@ -12,7 +12,8 @@ from rebalancer.cli import main
 from rebalancer.scenario import load_scenario
 from rebalancer.snapshot import WorkloadRef, load_snapshot
 from rebalancer.testing.cluster import LocalCluster
-from rebalancer.testing.exporter import ClusterTraffic, FlowCounters, serve
+from rebalancer.testing.exporter import ClusterTraffic
+from rebalancer.testing.live import live_scenario
 from rebalancer.testing.prometheus import PrometheusServer
 from tests.conftest import LIVE_POLICY_YAML
 
@@ -26,21 +27,8 @@ def chatty(
     cluster: LocalCluster, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[tuple[ClusterTraffic, PrometheusServer]]:
     scenario = load_scenario(EXAMPLES / "chatty-pair.yaml")
-    cluster.load_scenario(scenario)
-    traffic = ClusterTraffic(scenario, cluster.api_client())
-    with serve(FlowCounters(traffic.rates)) as target:
-        server = PrometheusServer(tmp_path_factory.mktemp("prometheus-live"), [target])
-        try:
-            server.wait_ready()
-            # rate() divides by the whole window, so it is true only once the window is full
-            server.wait_for(
-                'count_over_time(hubble_flows_processed_total{source_namespace="shop"}[10s]) >= 10',
-                series=9,
-                timeout=60,
-            )
-            yield traffic, server
-        finally:
-            server.stop()
+    with live_scenario(cluster, scenario, tmp_path_factory.mktemp("prometheus-live")) as live:
+        yield live
 
 
 def test_snapshot_command_writes_what_the_parser_reads(

@@ -4,13 +4,12 @@ they are evicted and replaced."""
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
-from rebalancer.scenario import Scenario, parse_scenario, workload_objects
+from rebalancer.scenario import Scenario, parse_scenario
 from rebalancer.testing.cluster import LocalCluster
-from rebalancer.testing.exporter import ClusterTraffic, FlowCounters, serve
+from rebalancer.testing.live import live_scenario
 from rebalancer.testing.process import wait_until
 from rebalancer.testing.prometheus import PrometheusServer
 from tests.e2e.test_control_plane import evict
@@ -33,19 +32,8 @@ def watched(
     cluster: LocalCluster, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[tuple[Scenario, PrometheusServer]]:
     scenario = parse_scenario(SCENARIO, "follow")
-    cluster.ensure_namespace("follow")
-    for workload in scenario.workloads:
-        cluster.apply(workload_objects(workload))
-    for workload in scenario.workloads:
-        cluster.wait_ready("follow", workload.name, workload.replicas)
-    traffic = ClusterTraffic(scenario, cluster.api_client())
-    with serve(FlowCounters(traffic.rates)) as target:
-        server = PrometheusServer(Path(tmp_path_factory.mktemp("prometheus")), [target])
-        try:
-            server.wait_ready()
-            yield scenario, server
-        finally:
-            server.stop()
+    with live_scenario(cluster, scenario, tmp_path_factory.mktemp("prometheus")) as (_, server):
+        yield scenario, server
 
 
 def _series_pods(server: PrometheusServer) -> set[tuple[str, str]]:
