@@ -19,6 +19,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+from kubernetes.client.exceptions import ApiException
 from prometheus_client import CollectorRegistry
 from pydantic import ValidationError
 
@@ -27,6 +28,7 @@ from rebalancer.controller import Controller, PolicySource
 from rebalancer.engine import CycleOutcome, plan_cycle
 from rebalancer.errors import InputError, SourceUnavailableError
 from rebalancer.executor import EventRecorder
+from rebalancer.hints import HintStore
 from rebalancer.kube import api_client, list_cluster, read_snapshot
 from rebalancer.leadership import run_as_candidate
 from rebalancer.logs import configure as configure_logging
@@ -44,6 +46,7 @@ from rebalancer.traffic import (
     load_response_file,
     read_traffic,
 )
+from rebalancer.webhook import WebhookServer
 
 EXIT_OK = 0
 
@@ -89,6 +92,24 @@ def _parser() -> argparse.ArgumentParser:
         help="port for /metrics, /healthz and /readyz (0: pick a free one)",
     )
     run.add_argument("--metrics-address", default="0.0.0.0")
+    run.add_argument(
+        "--webhook-port", type=int, help="serve the migrate-mode webhook (HTTPS) on this port"
+    )
+    run.add_argument(
+        "--webhook-config",
+        default="topology-rebalancer",
+        help="our MutatingWebhookConfiguration, whose caBundle is patched at start",
+    )
+    run.add_argument(
+        "--webhook-names",
+        default="localhost",
+        help="comma-separated DNS names for the webhook certificate (the Service's names)",
+    )
+    run.add_argument(
+        "--hints-configmap",
+        metavar="NAMESPACE/NAME",
+        help="ConfigMap for migrate-mode placement hints (with --webhook-port)",
+    )
     run.add_argument(
         "--leader-elect",
         action="store_true",
@@ -198,6 +219,24 @@ def _run(args: argparse.Namespace) -> int:
         policies = ConfigMapPolicy(api, namespace, name, recorder)
     state_namespace, state_name = parse_reference(args.state_configmap, "--state-configmap")
     registry = CollectorRegistry()
+    hints = None
+    webhook = None
+    if args.webhook_port is not None:
+        if not args.hints_configmap:
+            raise InputError("run: --webhook-port needs --hints-configmap NAMESPACE/NAME")
+        hints = HintStore(api, *parse_reference(args.hints_configmap, "--hints-configmap"))
+        webhook = WebhookServer(
+            hints,
+            port=args.webhook_port,
+            dns_names=args.webhook_names.split(","),
+            ip_addresses=["127.0.0.1"],
+        ).start()
+        try:
+            webhook.publish_ca(api, args.webhook_config)
+        except ApiException as error:
+            raise SourceUnavailableError(
+                f"MutatingWebhookConfiguration {args.webhook_config}: HTTP {error.status}"
+            ) from None
     cache = WatchCache(api).start()
     if not cache.wait_synced(timeout=120):
         logging.getLogger(__name__).warning("watch cache not synced yet; cycles wait for it")
@@ -209,6 +248,7 @@ def _run(args: argparse.Namespace) -> int:
         state=ConfigMapState(api, state_namespace, state_name),
         metrics=ControllerMetrics(registry),
         recorder=recorder,
+        hints=hints,
     )
     server = serve_metrics(registry, args.metrics_port, controller.ready, args.metrics_address)
     logging.getLogger(__name__).info("serving metrics on port %d", server.server_port)
@@ -232,6 +272,8 @@ def _run(args: argparse.Namespace) -> int:
     finally:
         cache.stop()
         server.shutdown()
+        if webhook is not None:
+            webhook.stop()
 
 
 def main(argv: Sequence[str] | None = None) -> int:

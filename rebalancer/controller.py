@@ -23,7 +23,8 @@ from kubernetes import client
 
 from rebalancer.engine import plan_cycle
 from rebalancer.errors import InputError, SourceUnavailableError
-from rebalancer.executor import EventRecorder, EvictionExecutor, Outcome
+from rebalancer.executor import EventRecorder, EvictionExecutor, Outcome, Steering
+from rebalancer.hints import HintStore
 from rebalancer.metrics import ControllerMetrics
 from rebalancer.planner import PlannerState
 from rebalancer.policy import Policy
@@ -65,6 +66,8 @@ class Controller:
     state: StateStore
     metrics: ControllerMetrics
     recorder: EventRecorder
+    hints: HintStore | None = None
+    """Where migrate mode records placement hints for the webhook; None: migrate cannot run."""
     clock: Callable[[], float] = time.time
     last_report: CycleReport | None = field(default=None, init=False)
     scheduled: bool = field(default=False, init=False)
@@ -99,8 +102,8 @@ class Controller:
             self.metrics.policy_reloads.labels(reload).inc()
         self.metrics.policy_generation.set(self.policies.generation)
         self.interval_seconds = policy.interval_seconds
-        if policy.mode == "migrate":
-            return CycleReport("error", "migrate mode is not available in this version")
+        if policy.mode == "migrate" and self.hints is None:
+            return CycleReport("error", "migrate mode needs the webhook (--webhook-port)")
         snapshot = self.snapshots()
         queries = build_queries(policy.traffic)
         reader = PrometheusReader(self.prometheus_url, policy.traffic.timeout_seconds)
@@ -119,7 +122,12 @@ class Controller:
             return CycleReport(result, f"{outcome.failure.reason}: {outcome.failure.detail}")
         assert outcome.plan is not None
         self.metrics.observe_plan(outcome.plan, policy.price.currency)
-        executor = EvictionExecutor(self.api, self.recorder, dry_run=policy.mode == "dry-run")
+        steering = None
+        if policy.mode == "migrate" and self.hints is not None:
+            steering = Steering(self.hints, policy.migrate, self.clock)
+        executor = EvictionExecutor(
+            self.api, self.recorder, dry_run=policy.mode == "dry-run", steering=steering
+        )
         outcomes = executor.execute(outcome.plan.moves, still_allowed=self._may_act)
         for done in outcomes:
             self.metrics.evictions.labels(done.result, done.move.strategy).inc()

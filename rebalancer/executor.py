@@ -19,7 +19,10 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 from urllib3.exceptions import HTTPError
 
+from rebalancer.errors import SourceUnavailableError
+from rebalancer.hints import Hint, HintStore
 from rebalancer.planner import Move
+from rebalancer.policy import Migrate
 
 EvictionResult = Literal["evicted", "would-evict", "refused-by-pdb", "failed"]
 COMPONENT = "topology-rebalancer"
@@ -77,13 +80,45 @@ class EventRecorder:
             _log.warning("could not record event %s on %s/%s: %s", reason, namespace, name, error)
 
 
-class EvictionExecutor:
-    """Sends one policy/v1 Eviction per move; in dry-run with dryRun=All."""
+@dataclass(frozen=True)
+class Steering:
+    """Migrate mode: a hint is recorded before each eviction, for the webhook to apply."""
 
-    def __init__(self, api: client.ApiClient, recorder: EventRecorder, dry_run: bool) -> None:
+    hints: HintStore
+    settings: Migrate
+    clock: Callable[[], float]
+
+    def hint_for(self, move: Move) -> Hint | None:
+        if move.controller is None:
+            return None
+        namespace = move.pod.split("/", 1)[0]
+        return Hint(
+            namespace=namespace,
+            owner_kind=move.controller[0],
+            owner_name=move.controller[1],
+            workload=move.workload or "",
+            domain=move.target_labels,
+            required=self.settings.required,
+            weight=self.settings.weight,
+            expires=self.clock() + self.settings.hint_ttl_seconds,
+        )
+
+
+class EvictionExecutor:
+    """Sends one policy/v1 Eviction per move; in dry-run with dryRun=All; in migrate mode after
+    recording where the replacement should go."""
+
+    def __init__(
+        self,
+        api: client.ApiClient,
+        recorder: EventRecorder,
+        dry_run: bool,
+        steering: Steering | None = None,
+    ) -> None:
         self.core = client.CoreV1Api(api)
         self.recorder = recorder
         self.dry_run = dry_run
+        self.steering = steering
 
     def execute(
         self, moves: tuple[Move, ...], still_allowed: Callable[[], bool] = lambda: True
@@ -106,9 +141,18 @@ class EvictionExecutor:
             delete_options=client.V1DeleteOptions(dry_run=["All"] if self.dry_run else None),
         )
         why = f"{move.strategy}: {move.reason}; gain {move.gain:.4g}; target {_domain(move)}"
+        hint = self.steering.hint_for(move) if self.steering and not self.dry_run else None
+        if self.steering is not None and not self.dry_run:
+            if hint is None:
+                return Outcome(move, "failed", "no controller to steer the replacement")
+            try:
+                self.steering.hints.add(hint, self.steering.clock())
+            except SourceUnavailableError as error:
+                return Outcome(move, "failed", f"hint not recorded: {error}")
         try:
             self.core.create_namespaced_pod_eviction(name, namespace, body)
         except ApiException as error:
+            self._withdraw(hint)
             if error.status == 429:
                 # The PDB refuses now; a later cycle may try again. Never fall back to delete.
                 self.recorder.record(
@@ -130,9 +174,18 @@ class EvictionExecutor:
             )
             return Outcome(move, "failed", detail)
         except (HTTPError, OSError) as error:
+            self._withdraw(hint)
             return Outcome(move, "failed", type(error).__name__)
         if self.dry_run:
             self.recorder.record("Pod", namespace, name, reason="WouldEvict", message=why)
             return Outcome(move, "would-evict")
         self.recorder.record("Pod", namespace, name, reason="Evicted", message=why)
         return Outcome(move, "evicted")
+
+    def _withdraw(self, hint: Hint | None) -> None:
+        """No eviction, no replacement: the hint must not steer some later pod instead."""
+        if hint is not None and self.steering is not None:
+            try:
+                self.steering.hints.take(hint.owner, self.steering.clock())
+            except SourceUnavailableError as error:
+                _log.warning("hint of %s not withdrawn (it expires anyway): %s", hint.owner, error)

@@ -37,6 +37,9 @@ class Move:
     destination: dict[str, str]
     node: str
     """The node the fit check found room on; the scheduler may pick another in the domain."""
+    target_labels: dict[str, str]
+    """Node label -> value for each level down to the target: what steers the replacement."""
+    controller: tuple[str, str] | None
     gain: float
     strategy: str
     reason: str
@@ -251,6 +254,15 @@ class _Cycle:
             target=candidate.target,
             destination=candidate.target.describe(topology.levels),
             node=node,
+            target_labels={
+                topology.levels[index].label: value
+                for index, value in enumerate(candidate.target.key)
+            },
+            controller=(
+                (pod.controller_kind, pod.controller_name)
+                if pod.controller_kind and pod.controller_name
+                else None
+            ),
             gain=gain,
             strategy=candidate.strategy,
             reason=candidate.reason,

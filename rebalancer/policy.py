@@ -278,6 +278,17 @@ class Persistence(_Strict):
     """A move must have been proposed this many consecutive cycles before it is made."""
 
 
+class Migrate(_Strict):
+    """How migrate mode steers replacements (through placement hints and the webhook)."""
+
+    hint_ttl_seconds: Annotated[float, Field(gt=0)] = 300
+    """A hint not used by then is dropped, so it never steers an unrelated later pod."""
+    required: bool = False
+    """Required node affinity lands surely but can leave a pod Pending if the room is taken."""
+    weight: Annotated[int, Field(ge=1, le=100)] = 100
+    """Weight of the preferred node affinity term."""
+
+
 class Price(_Strict):
     per_gb_cross_zone: Annotated[float, Field(ge=0)] = 0.02
     """Billed per GB that crosses a zone, both sides counted (AWS: $0.01 each way)."""
@@ -296,6 +307,7 @@ class Policy(_Strict):
     limits: Limits = Limits()
     cooldown: Cooldown = Cooldown()
     persistence: Persistence = Persistence()
+    migrate: Migrate = Migrate()
     price: Price = Price()
 
     @model_validator(mode="after")

@@ -115,6 +115,8 @@ class Pod:
     """The owning workload, resolved through ReplicaSets to Deployments; None for bare pods."""
     controller_kind: str | None
     requests: Resources
+    controller_name: str | None = None
+    """The direct controller (a ReplicaSet, not its Deployment): it creates the replacement."""
     node_selector: Mapping[str, str] = field(default_factory=dict)
     required_node_terms: tuple[Mapping[str, Any], ...] = ()
     tolerations: tuple[Mapping[str, Any], ...] = ()
@@ -296,6 +298,7 @@ def _parse_pod(reader: _Field, owners: Mapping[tuple[str, str], tuple[str, str] 
         annotations=dict(reader.get("metadata.annotations", dict, {})),
         workload=workload,
         controller_kind=controller[0] if controller else None,
+        controller_name=controller[1] if controller else None,
         requests=_pod_requests(reader, spec),
         node_selector=dict(reader.get("spec.nodeSelector", dict, {})),
         required_node_terms=tuple(node_affinity.get("nodeSelectorTerms") or ()),

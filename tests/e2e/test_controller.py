@@ -161,6 +161,8 @@ def test_server_side_dry_run_reports_a_pdb_refusal(setup: Setup) -> None:
             target=Domain(0, ("zone-b",)),
             destination={"zone": "zone-b"},
             node="node-b11",
+            target_labels={"topology.kubernetes.io/zone": "zone-b"},
+            controller=None,
             gain=1.0,
             strategy="split-peers",
             reason="test",
