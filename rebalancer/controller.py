@@ -25,8 +25,9 @@ from rebalancer.engine import plan_cycle
 from rebalancer.errors import InputError, SourceUnavailableError
 from rebalancer.executor import EventRecorder, EvictionExecutor, Outcome, Steering
 from rebalancer.hints import HintStore
+from rebalancer.landing import Landing, judge
 from rebalancer.metrics import ControllerMetrics
-from rebalancer.planner import PlannerState
+from rebalancer.planner import Move, PlannerState
 from rebalancer.policy import Policy
 from rebalancer.snapshot import Snapshot
 from rebalancer.sources import ReloadResult
@@ -34,6 +35,20 @@ from rebalancer.traffic import PrometheusReader, TrafficFailure, build_queries, 
 
 CycleResult = Literal["ok", "skipped-no-data", "skipped-stale", "error"]
 _log = logging.getLogger(__name__)
+
+
+def _landing(move: Move, now: float, ttl_seconds: float) -> Landing:
+    assert move.controller is not None
+    return Landing(
+        namespace=move.pod.split("/", 1)[0],
+        owner_kind=move.controller[0],
+        owner_name=move.controller[1],
+        workload=move.workload or "",
+        domain=move.target_labels,
+        evicted_pod=move.pod,
+        evicted_at=now,
+        expires=now + ttl_seconds,
+    )
 
 
 class PolicySource(Protocol):
@@ -111,7 +126,8 @@ class Controller:
         freshness = None if isinstance(answer, TrafficFailure) else reader.query(queries.freshness)
         traffic = read_traffic(answer, freshness, queries, snapshot, policy.traffic.max_age_seconds)
         now = self.clock()
-        outcome = plan_cycle(policy, snapshot, traffic, self.state.load(), now=now)
+        state = self._judge_landings(self.state.load(), snapshot, now)
+        outcome = plan_cycle(policy, snapshot, traffic, state, now=now)
         if outcome.failure is not None:
             self.state.save(outcome.state)
             result: CycleResult = (
@@ -139,8 +155,28 @@ class Controller:
                 done.detail or done.move.reason,
             )
         evicted = [done.move for done in outcomes if done.result == "evicted"]
-        self.state.save(outcome.state.record_moves(evicted, now))
+        state = outcome.state.record_moves(evicted, now)
+        if steering is not None:
+            state = state.awaiting(
+                _landing(move, now, policy.migrate.hint_ttl_seconds)
+                for move in evicted
+                if move.controller is not None
+            )
+        self.state.save(state)
         return CycleReport("ok", outcomes=tuple(outcomes))
+
+    def _judge_landings(self, state: PlannerState, snapshot: Snapshot, now: float) -> PlannerState:
+        judged, pending = judge(state.landings, snapshot, now)
+        for item in judged:
+            self.metrics.landings.labels(item.result).inc()
+            _log.info(
+                "%s: replacement %s of %s (target %s)",
+                item.result,
+                item.pod or "-",
+                item.landing.evicted_pod,
+                item.landing.domain,
+            )
+        return state.with_landings(judged, pending)
 
     def ready(self) -> bool:
         """A standby replica is ready; a leader once a cycle has ended without error."""

@@ -51,6 +51,9 @@ class ControllerMetrics:
         self.evictions = counter(
             "evictions", "Evictions by result and strategy.", ["result", "strategy"]
         )
+        self.landings = counter(
+            "landings", "Migrate-mode replacements by where they landed.", ["result"]
+        )
         self.skips = counter("skipped_candidates", "Candidates skipped, by category.", ["category"])
         self.policy_reloads = counter(
             "policy_reloads", "Policy reads that changed something.", ["result"]

@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict
 
 from rebalancer.fit import Occupancy, rejection
 from rebalancer.graph import CostModel, Figures, Price
+from rebalancer.landing import Judged, Landing
 from rebalancer.policy import Policy
 from rebalancer.selectors import matches_label_selector
 from rebalancer.snapshot import SYSTEM_CRITICAL_CLASSES, Pod, Snapshot
@@ -26,6 +27,7 @@ from rebalancer.topology import Domain, Topology
 from strategies.base import Candidate, ClusterView
 
 _GAIN_TOLERANCE = 1e-9
+_MAX_BACKOFF_DOUBLINGS = 5
 
 
 @dataclass(frozen=True)
@@ -79,6 +81,24 @@ class PlannerState(BaseModel):
 
     streaks: dict[str, int] = {}
     last_moved: dict[str, float] = {}
+    landings: list[Landing] = []
+    """Migrate-mode replacements not yet seen bound to a node."""
+    misses: dict[str, int] = {}
+    """Workload -> replacements in a row that did not land in their target; each doubles the
+    workload's cooldown."""
+
+    def with_landings(self, judged: Iterable[Judged], pending: list[Landing]) -> PlannerState:
+        misses = dict(self.misses)
+        for item in judged:
+            workload = item.landing.workload
+            if item.result == "landed-in-target":
+                misses.pop(workload, None)
+            else:
+                misses[workload] = misses.get(workload, 0) + 1
+        return self.model_copy(update={"landings": pending, "misses": misses})
+
+    def awaiting(self, landings: Iterable[Landing]) -> PlannerState:
+        return self.model_copy(update={"landings": [*self.landings, *landings]})
 
     def observe(self, candidates: Iterable[Candidate]) -> PlannerState:
         """Advance streaks: proposed again means one more cycle, absent means back to zero."""
@@ -208,7 +228,8 @@ class _Cycle:
             return "protected", protected
         if pod.workload is not None:
             last = self.state.last_moved.get(str(pod.workload))
-            cooldown = self.policy.cooldown.per_workload_seconds
+            misses = min(self.state.misses.get(str(pod.workload), 0), _MAX_BACKOFF_DOUBLINGS)
+            cooldown = self.policy.cooldown.per_workload_seconds * 2**misses
             remaining = cooldown - (self.now - last) if last is not None else 0
             if remaining > 0:
                 return "cooldown", f"workload in cooldown for {remaining:.0f}s more"

@@ -98,3 +98,17 @@ def plan_once(
     observed = (state or PlannerState()).observe(candidates)
     result = plan(view, candidates, policy, observed, now=now, persistence_required=1)
     return result, view
+
+
+def chatty_objects(client_nodes: list[str], server_nodes: list[str]) -> list[b.Obj]:
+    """A client and a server Deployment on the given nodes of the zone/rack grid."""
+    return [
+        *grid_nodes(),
+        *b.deployment_pods("client", client_nodes),
+        *b.deployment_pods("server", server_nodes),
+    ]
+
+
+def chatty_rates(objects: list[b.Obj], rate: float = 10.0) -> dict[tuple[str, str], float]:
+    snapshot = snapshot_of(objects)
+    return all_pairs(pod_keys(snapshot, "client"), pod_keys(snapshot, "server"), rate)

@@ -9,7 +9,8 @@ from rebalancer.planner import PlannerState
 from rebalancer.testing import builders as b
 from rebalancer.traffic import TrafficFailure
 from tests.conftest import (
-    all_pairs,
+    chatty_objects,
+    chatty_rates,
     grid_nodes,
     make_policy,
     plan_once,
@@ -19,21 +20,8 @@ from tests.conftest import (
 )
 
 
-def chatty_pair(client_nodes: list[str], server_nodes: list[str]) -> list[b.Obj]:
-    return [
-        *grid_nodes(),
-        *b.deployment_pods("client", client_nodes),
-        *b.deployment_pods("server", server_nodes),
-    ]
-
-
-def chatty_rates(objects: list[b.Obj], rate: float = 10.0) -> dict[tuple[str, str], float]:
-    snapshot = snapshot_of(objects)
-    return all_pairs(pod_keys(snapshot, "client"), pod_keys(snapshot, "server"), rate)
-
-
 def test_a_pair_split_across_zones_is_pulled_together() -> None:
-    objects = chatty_pair(["node-a11", "node-a12"], ["node-b11", "node-b12"])
+    objects = chatty_objects(["node-a11", "node-a12"], ["node-b11", "node-b12"])
     plan, _view = plan_once(make_policy(), snapshot_of(objects), chatty_rates(objects))
     assert plan.moves, plan.skipped
     assert plan.after.crossing["zone"] < plan.before.crossing["zone"]
@@ -46,7 +34,7 @@ def test_a_pair_split_across_zones_is_pulled_together() -> None:
 
 
 def test_a_converged_placement_plans_nothing() -> None:
-    objects = chatty_pair(["node-a11", "node-a11"], ["node-a11", "node-a11"])
+    objects = chatty_objects(["node-a11", "node-a11"], ["node-a11", "node-a11"])
     plan, _view = plan_once(make_policy(), snapshot_of(objects), chatty_rates(objects))
     assert plan.moves == () and plan.candidates == 0
 
@@ -55,7 +43,7 @@ def test_a_converged_placement_plans_nothing() -> None:
     ("allowed", "moved"), [(0, 0), (1, 1)], ids=["pdb-exhausted", "pdb-allows-one"]
 )
 def test_pdb_budget_is_respected(allowed: int, moved: int) -> None:
-    objects = chatty_pair(["node-a11", "node-a12", "node-a21"], ["node-b11"] * 3)
+    objects = chatty_objects(["node-a11", "node-a12", "node-a21"], ["node-b11"] * 3)
     objects.append(b.pdb("client", {"app": "client"}, allowed))
     objects.append(b.pdb("server", {"app": "server"}, 0))
     plan, _view = plan_once(make_policy(), snapshot_of(objects), chatty_rates(objects))
@@ -66,7 +54,7 @@ def test_pdb_budget_is_respected(allowed: int, moved: int) -> None:
 
 
 def test_a_pdb_whose_status_is_not_observed_blocks() -> None:
-    objects = chatty_pair(["node-a11", "node-a12"], ["node-b11", "node-b12"])
+    objects = chatty_objects(["node-a11", "node-a12"], ["node-b11", "node-b12"])
     objects += [
         b.pdb("client", {"app": "client"}, 5, observed=False),
         b.pdb("server", {"app": "server"}, 5, observed=False),
@@ -91,7 +79,7 @@ def test_a_pdb_whose_status_is_not_observed_blocks() -> None:
     ids=["per-cycle", "per-workload", "per-namespace", "per-zone", "zero"],
 )
 def test_limits_cap_the_plan(limits: dict[str, int], expected_moves: int) -> None:
-    objects = chatty_pair(
+    objects = chatty_objects(
         ["node-a11", "node-a12", "node-a21"], ["node-b11", "node-b12", "node-b21"]
     )
     policy = make_policy(limits=limits)
@@ -105,7 +93,7 @@ def test_limits_cap_the_plan(limits: dict[str, int], expected_moves: int) -> Non
 
 
 def test_cooldown_keeps_a_recently_moved_workload_still() -> None:
-    objects = chatty_pair(["node-a11", "node-a12"], ["node-b11", "node-b12"])
+    objects = chatty_objects(["node-a11", "node-a12"], ["node-b11", "node-b12"])
     policy = make_policy(cooldown={"per_workload_seconds": 600})
     recent = PlannerState(
         last_moved={"Deployment/default/client": 1_000_000.0 - 60, "Deployment/default/server": 1.0}
@@ -119,7 +107,7 @@ def test_cooldown_keeps_a_recently_moved_workload_still() -> None:
 
 
 def test_a_move_waits_until_it_has_persisted() -> None:
-    objects = chatty_pair(["node-a11", "node-a12"], ["node-b11", "node-b12"])
+    objects = chatty_objects(["node-a11", "node-a12"], ["node-b11", "node-b12"])
     snapshot, traffic = snapshot_of(objects), traffic_of(chatty_rates(objects))
     policy = make_policy(persistence={"cycles": 3})
     state = PlannerState()
@@ -134,7 +122,7 @@ def test_a_move_waits_until_it_has_persisted() -> None:
 
 
 def test_missing_data_plans_nothing_and_resets_persistence() -> None:
-    objects = chatty_pair(["node-a11", "node-a12"], ["node-b11", "node-b12"])
+    objects = chatty_objects(["node-a11", "node-a12"], ["node-b11", "node-b12"])
     snapshot = snapshot_of(objects)
     policy = make_policy()
     state = plan_cycle(
@@ -204,7 +192,7 @@ def test_bare_and_single_replica_pods_stay_by_default() -> None:
 
 
 def test_namespace_scope() -> None:
-    objects = chatty_pair(["node-a11", "node-a12"], ["node-b11", "node-b12"])
+    objects = chatty_objects(["node-a11", "node-a12"], ["node-b11", "node-b12"])
     policy = make_policy(scope={"namespaces": {"include": ["prod"]}})
     plan, _view = plan_once(policy, snapshot_of(objects), chatty_rates(objects))
     assert plan.moves == ()
@@ -226,7 +214,7 @@ def test_no_room_in_the_target_domain_means_no_move() -> None:
 
 
 def test_ha_floor_keeps_a_workload_in_enough_zones() -> None:
-    objects = chatty_pair(["node-a11", "node-b11"], ["node-b12", "node-b21"])
+    objects = chatty_objects(["node-a11", "node-b11"], ["node-b12", "node-b21"])
     floor = make_policy(protections={"min_spread": {"level": "zone", "domains": 2}})
     plan, _view = plan_once(floor, snapshot_of(objects), chatty_rates(objects))
     assert all(not m.pod.startswith("default/client") for m in plan.moves)

@@ -1,0 +1,89 @@
+"""Did the replacement land where we meant it to? Judged from the next snapshots, purely.
+
+After a migrate-mode eviction the controller remembers which controller will create the
+replacement and which domain it should land in. The first pod that controller creates after the
+eviction is the replacement: once it is bound to a node, it landed in the target or elsewhere; if
+none is bound when the hint expires, it was not scheduled. A workload whose replacements keep
+landing elsewhere backs off, since moving it again would only churn.
+"""
+
+from __future__ import annotations
+
+import datetime
+from dataclasses import dataclass
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict
+
+from rebalancer.snapshot import Snapshot
+
+LandingResult = Literal["landed-in-target", "landed-elsewhere", "not-scheduled"]
+
+
+class Landing(BaseModel):
+    """One replacement we are waiting for."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    namespace: str
+    owner_kind: str
+    owner_name: str
+    workload: str
+    domain: dict[str, str]
+    evicted_pod: str
+    evicted_at: float
+    expires: float
+
+
+@dataclass(frozen=True)
+class Judged:
+    landing: Landing
+    result: LandingResult
+    pod: str = ""
+
+
+def _created(timestamp: str) -> float:
+    try:
+        return datetime.datetime.fromisoformat(timestamp.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return 0.0
+
+
+def judge(
+    landings: list[Landing], snapshot: Snapshot, now: float
+) -> tuple[list[Judged], list[Landing]]:
+    """Results for the landings that can be judged now, and the ones still pending."""
+    claimed: set[str] = set()
+    judged: list[Judged] = []
+    pending: list[Landing] = []
+    newest_first = sorted(snapshot.pods.values(), key=lambda p: (_created(p.created), p.key))
+    for landing in sorted(landings, key=lambda item: item.evicted_at):
+        replacement = next(
+            (
+                pod
+                for pod in newest_first
+                if pod.namespace == landing.namespace
+                and pod.controller_kind == landing.owner_kind
+                and pod.controller_name == landing.owner_name
+                and pod.key != landing.evicted_pod
+                and pod.key not in claimed
+                # creationTimestamp has whole seconds: allow the second of the eviction
+                and _created(pod.created) >= int(landing.evicted_at)
+            ),
+            None,
+        )
+        if replacement is not None and replacement.node_name in snapshot.nodes:
+            claimed.add(replacement.key)
+            labels = snapshot.nodes[replacement.node_name].labels
+            inside = all(labels.get(key) == value for key, value in landing.domain.items())
+            result: LandingResult = "landed-in-target" if inside else "landed-elsewhere"
+            judged.append(Judged(landing, result, replacement.key))
+        elif now >= landing.expires:
+            if replacement is not None:
+                claimed.add(replacement.key)
+            judged.append(Judged(landing, "not-scheduled", replacement.key if replacement else ""))
+        else:
+            if replacement is not None:
+                claimed.add(replacement.key)
+            pending.append(landing)
+    return judged, pending

@@ -1,0 +1,91 @@
+"""Where replacements landed is judged from snapshots; misses back a workload off."""
+
+from __future__ import annotations
+
+import pytest
+
+from rebalancer.landing import Landing, judge
+from rebalancer.planner import PlannerState
+from rebalancer.snapshot import Snapshot
+from rebalancer.testing import builders as b
+from tests.conftest import chatty_objects, chatty_rates, make_policy, plan_once, snapshot_of
+
+EVICTED_AT = 1_800_000_000.0
+CREATED_AFTER = "2027-01-15T08:00:05Z"  # five seconds after EVICTED_AT
+CREATED_BEFORE = "2027-01-15T07:59:00Z"
+
+
+def landing(expires: float = EVICTED_AT + 300) -> Landing:
+    return Landing(
+        namespace="default",
+        owner_kind="ReplicaSet",
+        owner_name="web-rs",
+        workload="Deployment/default/web",
+        domain={b.ZONE_LABEL: "b"},
+        evicted_pod="default/web-rs-old",
+        evicted_at=EVICTED_AT,
+        expires=expires,
+    )
+
+
+def cluster(*pods: tuple[str, str | None, str]) -> Snapshot:
+    """Pods of web-rs as (name, node, creationTimestamp), on nodes n-a (zone a) and n-b (zone b)."""
+    objects = [b.node("n-a", "a"), b.node("n-b", "b")]
+    for name, node, created in pods:
+
+        def stamp(pod: b.Obj, created: str = created) -> None:
+            pod["metadata"]["creationTimestamp"] = created
+
+        objects.append(b.pod(name, node, ("ReplicaSet", "web-rs"), mutate=stamp))
+    return snapshot_of(objects)
+
+
+@pytest.mark.parametrize(
+    ("pods", "now", "result"),
+    [
+        ((("web-rs-new", "n-b", CREATED_AFTER),), EVICTED_AT + 10, "landed-in-target"),
+        ((("web-rs-new", "n-a", CREATED_AFTER),), EVICTED_AT + 10, "landed-elsewhere"),
+        ((("web-rs-new", None, CREATED_AFTER),), EVICTED_AT + 301, "not-scheduled"),
+        (
+            (("web-rs-old", "n-b", CREATED_AFTER), ("web-rs-keep", "n-b", CREATED_BEFORE)),
+            EVICTED_AT + 301,
+            "not-scheduled",
+        ),
+    ],
+    ids=["in-target", "elsewhere", "pending-past-expiry", "only-older-pods"],
+)
+def test_judged_results(
+    pods: tuple[tuple[str, str | None, str], ...], now: float, result: str
+) -> None:
+    judged, pending = judge([landing()], cluster(*pods), now)
+    assert [item.result for item in judged] == [result] and pending == []
+
+
+def test_an_unbound_replacement_before_expiry_is_still_pending() -> None:
+    judged, pending = judge(
+        [landing()], cluster(("web-rs-new", None, CREATED_AFTER)), EVICTED_AT + 10
+    )
+    assert judged == [] and pending == [landing()]
+
+
+def test_each_replacement_answers_one_landing() -> None:
+    snapshot = cluster(("web-rs-new", "n-b", CREATED_AFTER))
+    judged, pending = judge([landing(), landing()], snapshot, EVICTED_AT + 10)
+    assert [item.pod for item in judged] == ["default/web-rs-new"]
+    assert len(pending) == 1
+
+
+def test_misses_double_the_cooldown() -> None:
+    objects = chatty_objects(["node-a11", "node-a12"], ["node-b11", "node-b12"])
+    policy = make_policy(cooldown={"per_workload_seconds": 100})
+    now = 1_000_000.0
+    last = {"Deployment/default/client": now - 150, "Deployment/default/server": now - 150}
+    calm = PlannerState(last_moved=last)
+    plan, _view = plan_once(policy, snapshot_of(objects), chatty_rates(objects), calm, now)
+    assert plan.moves  # 150 s since the move, past the 100 s cooldown
+    missed = PlannerState(
+        last_moved=last, misses={"Deployment/default/client": 1, "Deployment/default/server": 1}
+    )
+    plan, _view = plan_once(policy, snapshot_of(objects), chatty_rates(objects), missed, now)
+    assert plan.moves == ()  # one miss doubles it to 200 s
+    assert {s.reason for s in plan.skipped} == {"workload in cooldown for 50s more"}
