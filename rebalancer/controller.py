@@ -37,7 +37,7 @@ CycleResult = Literal["ok", "skipped-no-data", "skipped-stale", "error"]
 _log = logging.getLogger(__name__)
 
 
-def _landing(move: Move, now: float, ttl_seconds: float) -> Landing:
+def _landing(move: Move, now: float, ttl_seconds: float, required: bool) -> Landing:
     assert move.controller is not None
     return Landing(
         namespace=move.pod.split("/", 1)[0],
@@ -48,6 +48,7 @@ def _landing(move: Move, now: float, ttl_seconds: float) -> Landing:
         evicted_pod=move.pod,
         evicted_at=now,
         expires=now + ttl_seconds,
+        required=required,
     )
 
 
@@ -158,7 +159,7 @@ class Controller:
         state = outcome.state.record_moves(evicted, now)
         if steering is not None:
             state = state.awaiting(
-                _landing(move, now, policy.migrate.hint_ttl_seconds)
+                _landing(move, now, policy.migrate.hint_ttl_seconds, policy.migrate.required)
                 for move in evicted
                 if move.controller is not None
             )
@@ -176,7 +177,24 @@ class Controller:
                 item.landing.evicted_pod,
                 item.landing.domain,
             )
+            if item.result == "not-scheduled" and item.landing.required and item.pod:
+                self._release(item.pod)
         return state.with_landings(judged, pending)
+
+    def _release(self, pod_key: str) -> None:
+        """Delete a replacement left Pending by a required hint; its controller makes a new one,
+        with no hint left to bind it. A Pending pod serves nothing, so no PDB is at stake."""
+        namespace, name = pod_key.split("/", 1)
+        core = client.CoreV1Api(self.api)
+        try:
+            pod = core.read_namespaced_pod(name, namespace)
+            if pod.spec is not None and pod.spec.node_name:
+                return  # it was bound in the meantime: leave it
+            core.delete_namespaced_pod(name, namespace)
+            _log.warning("deleted %s, Pending past its required hint's expiry", pod_key)
+        except client.ApiException as error:
+            if error.status != 404:
+                _log.warning("could not release %s: HTTP %s", pod_key, error.status)
 
     def ready(self) -> bool:
         """A standby replica is ready; a leader once a cycle has ended without error."""

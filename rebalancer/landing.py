@@ -33,6 +33,9 @@ class Landing(BaseModel):
     evicted_pod: str
     evicted_at: float
     expires: float
+    required: bool = False
+    """The replacement carries required affinity: if it is still Pending at expiry, it must be
+    recreated without it, or it could stay Pending for good."""
 
 
 @dataclass(frozen=True)
@@ -40,6 +43,7 @@ class Judged:
     landing: Landing
     result: LandingResult
     pod: str = ""
+    """The replacement, when one exists; for not-scheduled it is the pod still Pending."""
 
 
 def _created(timestamp: str) -> float:

@@ -16,15 +16,17 @@ from prometheus_client import CollectorRegistry
 from rebalancer.controller import Controller
 from rebalancer.executor import EventRecorder
 from rebalancer.hints import HintStore
-from rebalancer.kube import read_snapshot
+from rebalancer.kube import list_raw, read_snapshot
+from rebalancer.landing import Landing
 from rebalancer.metrics import ControllerMetrics
+from rebalancer.planner import PlannerState
 from rebalancer.policy import Policy, parse_policy
-from rebalancer.scenario import ZONE_LABEL, parse_scenario
+from rebalancer.scenario import ZONE_LABEL, WorkloadSpec, parse_scenario, workload_objects
 from rebalancer.sources import ConfigMapState, ReloadResult
 from rebalancer.testing.cluster import LocalCluster
 from rebalancer.testing.exporter import ClusterTraffic
 from rebalancer.testing.live import live_scenario
-from rebalancer.testing.process import free_port
+from rebalancer.testing.process import free_port, wait_until
 from rebalancer.testing.prometheus import PrometheusServer
 from rebalancer.webhook import WebhookServer
 from tests.conftest import LIVE_POLICY_YAML
@@ -175,3 +177,60 @@ def test_replacements_land_in_the_planned_zone(
     assert landed + elsewhere > 0
     assert landed / (landed + elsewhere) >= 0.9
     assert after < before
+
+
+def test_a_replacement_pending_past_a_required_hint_is_released(
+    cluster: LocalCluster, webhook: WebhookServer, live: tuple[ClusterTraffic, PrometheusServer]
+) -> None:
+    api = cluster.api_client()
+    apps = client.AppsV1Api(api)
+    stuck = WorkloadSpec(name="stuck", namespace=NAMESPACE, replicas=1)
+    [deployment] = workload_objects(stuck)
+    deployment["spec"]["template"]["spec"]["nodeSelector"] = {ZONE_LABEL: "zone-nowhere"}
+    cluster.apply([deployment])
+    core = client.CoreV1Api(api)
+
+    def pending_pods() -> list[dict[str, Any]]:
+        return [
+            p
+            for p in list_raw(
+                "Pod",
+                lambda **kw: core.list_namespaced_pod(NAMESPACE, label_selector="app=stuck", **kw),
+            )
+            if not p["metadata"].get("deletionTimestamp")
+        ]
+
+    wait_until(lambda: len(pending_pods()) == 1, 30, "the stuck pod")
+    [pod] = pending_pods()
+    owner = pod["metadata"]["ownerReferences"][0]
+    landing = Landing(
+        namespace=NAMESPACE,
+        owner_kind=owner["kind"],
+        owner_name=owner["name"],
+        workload=f"Deployment/{NAMESPACE}/stuck",
+        domain={ZONE_LABEL: "zone-nowhere"},
+        evicted_pod=f"{NAMESPACE}/gone",
+        evicted_at=0.0,
+        expires=1.0,
+        required=True,
+    )
+    controller = Controller(
+        api=api,
+        snapshots=lambda: read_snapshot(api),
+        prometheus_url=live[1].url,
+        policies=StaticPolicy(parse_policy(LIVE_POLICY_YAML + POLICY, "migrate policy")),
+        state=ConfigMapState(api, NAMESPACE, "release-state"),
+        metrics=ControllerMetrics(CollectorRegistry()),
+        recorder=EventRecorder(api, lambda: datetime.datetime.now(datetime.UTC)),
+        hints=webhook.hints,
+    )
+    controller.state.save(PlannerState(landings=[landing]))
+    report = controller.run_cycle()
+    assert report.result == "ok", report.detail
+    assert controller.metrics.landings.labels("not-scheduled")._value.get() == 1
+    wait_until(
+        lambda: pod["metadata"]["name"] not in {p["metadata"]["name"] for p in pending_pods()},
+        30,
+        "the stuck pod released",
+    )
+    apps.delete_namespaced_deployment("stuck", NAMESPACE)
