@@ -4,7 +4,7 @@ PYTHON ?= python3
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: test lint demo bench prometheus binaries cluster-up cluster-down clean
+.PHONY: test lint demo plan-example bench prometheus binaries cluster-up cluster-down clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -44,7 +44,12 @@ test: $(STAMP) prometheus binaries lint
 bench: $(STAMP) binaries
 	$(BIN)/python bench/control_plane.py
 
-demo: $(STAMP)
+# The rebalancer live on the local control plane: one dry-run cycle, then migrate.
+demo: $(STAMP) prometheus binaries
+	$(BIN)/python -m rebalancer.demo
+
+# The same engine offline, on a saved cluster state and a saved Prometheus answer.
+plan-example: $(STAMP)
 	$(BIN)/rebalancer plan --policy examples/demo/policy.yaml \
 	  --snapshot examples/demo/snapshot.json --traffic examples/demo/traffic.json
 

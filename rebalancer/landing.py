@@ -60,18 +60,19 @@ def judge(
     claimed: set[str] = set()
     judged: list[Judged] = []
     pending: list[Landing] = []
-    newest_first = sorted(snapshot.pods.values(), key=lambda p: (_created(p.created), p.key))
+    oldest_first = sorted(snapshot.pods.values(), key=lambda p: (_created(p.created), p.key))
     for landing in sorted(landings, key=lambda item: item.evicted_at):
         replacement = next(
             (
                 pod
-                for pod in newest_first
+                for pod in oldest_first
                 if pod.namespace == landing.namespace
                 and pod.controller_kind == landing.owner_kind
                 and pod.controller_name == landing.owner_name
-                and pod.key != landing.evicted_pod
                 and pod.key not in claimed
-                # creationTimestamp has whole seconds: allow the second of the eviction
+                # Created after the eviction; the name may be the evicted pod's own, as a
+                # StatefulSet reuses it. creationTimestamp has whole seconds: allow the second of
+                # the eviction.
                 and _created(pod.created) >= int(landing.evicted_at)
             ),
             None,

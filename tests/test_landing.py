@@ -46,13 +46,16 @@ def cluster(*pods: tuple[str, str | None, str]) -> Snapshot:
         ((("web-rs-new", "n-b", CREATED_AFTER),), EVICTED_AT + 10, "landed-in-target"),
         ((("web-rs-new", "n-a", CREATED_AFTER),), EVICTED_AT + 10, "landed-elsewhere"),
         ((("web-rs-new", None, CREATED_AFTER),), EVICTED_AT + 301, "not-scheduled"),
-        (
-            (("web-rs-old", "n-b", CREATED_AFTER), ("web-rs-keep", "n-b", CREATED_BEFORE)),
-            EVICTED_AT + 301,
-            "not-scheduled",
-        ),
+        ((("web-rs-keep", "n-b", CREATED_BEFORE),), EVICTED_AT + 301, "not-scheduled"),
+        ((("web-rs-old", "n-b", CREATED_AFTER),), EVICTED_AT + 10, "landed-in-target"),
     ],
-    ids=["in-target", "elsewhere", "pending-past-expiry", "only-older-pods"],
+    ids=[
+        "in-target",
+        "elsewhere",
+        "pending-past-expiry",
+        "only-older-pods",
+        "statefulset-reuses-the-name",
+    ],
 )
 def test_judged_results(
     pods: tuple[tuple[str, str | None, str], ...], now: float, result: str

@@ -25,6 +25,7 @@ class PrometheusServer:
             raise RuntimeError("the prometheus server is not installed (make installs it)")
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
+        workdir.mkdir(parents=True, exist_ok=True)
         config = workdir / "prometheus.yml"
         config.write_text(
             "global: {scrape_interval: 1s, evaluation_interval: 1s}\n"

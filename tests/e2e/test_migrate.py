@@ -28,7 +28,7 @@ from rebalancer.testing.exporter import ClusterTraffic
 from rebalancer.testing.live import live_scenario
 from rebalancer.testing.process import free_port, wait_until
 from rebalancer.testing.prometheus import PrometheusServer
-from rebalancer.webhook import WebhookServer
+from rebalancer.webhook import WebhookServer, webhook_configuration
 from tests.conftest import LIVE_POLICY_YAML
 
 pytestmark = pytest.mark.e2e
@@ -63,34 +63,6 @@ class StaticPolicy:
         return self.policy, "unchanged"
 
 
-def webhook_configuration(port: int) -> dict[str, Any]:
-    """Like deploy/'s, but reaching the webhook by URL on loopback instead of a Service."""
-    return {
-        "apiVersion": "admissionregistration.k8s.io/v1",
-        "kind": "MutatingWebhookConfiguration",
-        "metadata": {"name": WEBHOOK_CONFIG},
-        "webhooks": [
-            {
-                "name": "steer.topology-rebalancer.io",
-                "clientConfig": {"url": f"https://127.0.0.1:{port}/mutate"},
-                "rules": [
-                    {
-                        "operations": ["CREATE"],
-                        "apiGroups": [""],
-                        "apiVersions": ["v1"],
-                        "resources": ["pods"],
-                    }
-                ],
-                "failurePolicy": "Ignore",
-                "timeoutSeconds": 5,
-                "sideEffects": "None",
-                "admissionReviewVersions": ["v1"],
-                "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": NAMESPACE}},
-            }
-        ],
-    }
-
-
 @pytest.fixture(scope="module")
 def webhook(cluster: LocalCluster) -> Iterator[WebhookServer]:
     api = cluster.api_client()
@@ -102,7 +74,13 @@ def webhook(cluster: LocalCluster) -> Iterator[WebhookServer]:
         ip_addresses=["127.0.0.1"],
         address="127.0.0.1",
     ).start()
-    cluster.apply([webhook_configuration(server.port)])
+    cluster.apply(
+        [
+            webhook_configuration(
+                WEBHOOK_CONFIG, f"https://127.0.0.1:{server.port}/mutate", [NAMESPACE]
+            )
+        ]
+    )
     server.publish_ca(api, WEBHOOK_CONFIG)
     admission = client.AdmissionregistrationV1Api(api)
     try:
