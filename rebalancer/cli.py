@@ -38,7 +38,7 @@ from rebalancer.planner import PlannerState
 from rebalancer.policy import Policy, load_policy
 from rebalancer.report import outcome_json, outcome_table
 from rebalancer.snapshot import load_snapshot
-from rebalancer.sources import ConfigMapPolicy, ConfigMapState, FilePolicy, parse_reference
+from rebalancer.sources import ConfigMapPolicy, ConfigMapState, FixedPolicy, parse_reference
 from rebalancer.traffic import (
     PrometheusReader,
     TrafficFailure,
@@ -213,7 +213,7 @@ def _run(args: argparse.Namespace) -> int:
     recorder = EventRecorder(api, lambda: datetime.datetime.now(datetime.UTC))
     policies: PolicySource
     if args.policy is not None:
-        policies = FilePolicy(args.policy)
+        policies = FixedPolicy(load_policy(args.policy))
     else:
         namespace, name = parse_reference(args.policy_configmap, "--policy-configmap")
         policies = ConfigMapPolicy(api, namespace, name, recorder)

@@ -27,7 +27,7 @@ from rebalancer.executor import EventRecorder, EvictionExecutor, Outcome, Steeri
 from rebalancer.hints import HintStore
 from rebalancer.landing import Landing, judge
 from rebalancer.metrics import ControllerMetrics
-from rebalancer.planner import Move, PlannerState
+from rebalancer.planner import PlannerState
 from rebalancer.policy import Policy
 from rebalancer.snapshot import Snapshot
 from rebalancer.sources import ReloadResult
@@ -35,21 +35,6 @@ from rebalancer.traffic import PrometheusReader, TrafficFailure, build_queries, 
 
 CycleResult = Literal["ok", "skipped-no-data", "skipped-stale", "error"]
 _log = logging.getLogger(__name__)
-
-
-def _landing(move: Move, now: float, ttl_seconds: float, required: bool) -> Landing:
-    assert move.controller is not None
-    return Landing(
-        namespace=move.pod.split("/", 1)[0],
-        owner_kind=move.controller[0],
-        owner_name=move.controller[1],
-        workload=move.workload or "",
-        domain=move.target_labels,
-        evicted_pod=move.pod,
-        evicted_at=now,
-        expires=now + ttl_seconds,
-        required=required,
-    )
 
 
 class PolicySource(Protocol):
@@ -157,12 +142,11 @@ class Controller:
             )
         evicted = [done.move for done in outcomes if done.result == "evicted"]
         state = outcome.state.record_moves(evicted, now)
-        if steering is not None:
-            state = state.awaiting(
-                _landing(move, now, policy.migrate.hint_ttl_seconds, policy.migrate.required)
-                for move in evicted
-                if move.controller is not None
-            )
+        state = state.awaiting(
+            Landing(hint=done.hint, evicted_pod=done.move.pod, evicted_at=now)
+            for done in outcomes
+            if done.hint is not None
+        )
         self.state.save(state)
         return CycleReport("ok", outcomes=tuple(outcomes))
 
@@ -175,9 +159,9 @@ class Controller:
                 item.result,
                 item.pod or "-",
                 item.landing.evicted_pod,
-                item.landing.domain,
+                item.landing.hint.domain,
             )
-            if item.result == "not-scheduled" and item.landing.required and item.pod:
+            if item.result == "not-scheduled" and item.landing.hint.required and item.pod:
                 self._release(item.pod)
         return state.with_landings(judged, pending)
 

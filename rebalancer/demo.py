@@ -25,9 +25,9 @@ from rebalancer.hints import HintStore
 from rebalancer.kube import read_snapshot
 from rebalancer.landing import judge
 from rebalancer.metrics import ControllerMetrics
-from rebalancer.policy import Policy, parse_policy
+from rebalancer.policy import parse_policy
 from rebalancer.scenario import load_scenario
-from rebalancer.sources import ConfigMapState, ReloadResult
+from rebalancer.sources import ConfigMapState, FixedPolicy
 from rebalancer.testing.cluster import LocalCluster, local_cluster
 from rebalancer.testing.exporter import ClusterTraffic
 from rebalancer.testing.live import live_scenario
@@ -36,17 +36,6 @@ from rebalancer.webhook import WebhookServer, webhook_configuration
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 WINDOW_SECONDS = 10
-
-
-@dataclass
-class _Policies:
-    """The demo switches mode between cycles; the rest of the policy stays."""
-
-    policy: Policy
-    generation: int = 1
-
-    def current(self) -> tuple[Policy, ReloadResult]:
-        return self.policy, "unchanged"
 
 
 @dataclass
@@ -69,7 +58,7 @@ class _Run:
 
     def cycle(self, number: int, mode: str) -> CycleReport:
         policies = self.controller.policies
-        assert isinstance(policies, _Policies)
+        assert isinstance(policies, FixedPolicy)
         policies.policy = policies.policy.model_copy(update={"mode": mode})
         report = self.controller.run_cycle()
         moved = [o.move for o in report.outcomes if o.result in {"evicted", "would-evict"}]
@@ -161,7 +150,7 @@ def run(workdir: Path, cycles: int) -> list[Row]:
                     api=api,
                     snapshots=lambda: read_snapshot(api),
                     prometheus_url=prometheus.url,
-                    policies=_Policies(parse_policy(policy_text, "live-policy.yaml")),
+                    policies=FixedPolicy(parse_policy(policy_text, "live-policy.yaml")),
                     state=ConfigMapState(api, namespaces[0], "rebalancer-state"),
                     metrics=ControllerMetrics(CollectorRegistry()),
                     recorder=EventRecorder(api, lambda: datetime.datetime.now(datetime.UTC)),

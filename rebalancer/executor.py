@@ -34,6 +34,8 @@ class Outcome:
     move: Move
     result: EvictionResult
     detail: str = ""
+    hint: Hint | None = None
+    """In migrate mode, the hint recorded for the replacement of an evicted pod."""
 
 
 def _domain(move: Move) -> str:
@@ -180,7 +182,7 @@ class EvictionExecutor:
             self.recorder.record("Pod", namespace, name, reason="WouldEvict", message=why)
             return Outcome(move, "would-evict")
         self.recorder.record("Pod", namespace, name, reason="Evicted", message=why)
-        return Outcome(move, "evicted")
+        return Outcome(move, "evicted", hint=hint)
 
     def _withdraw(self, hint: Hint | None) -> None:
         """No eviction, no replacement: the hint must not steer some later pod instead."""

@@ -40,7 +40,6 @@ class Hint(BaseModel):
     weight: Annotated[int, Field(ge=1, le=100)] = 100
     expires: float
     """Unix seconds; after this the hint is dropped unused."""
-    target_level: str = ""
 
     @property
     def owner(self) -> tuple[str, str, str]:

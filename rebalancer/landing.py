@@ -15,27 +15,20 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from rebalancer.hints import Hint
 from rebalancer.snapshot import Snapshot
 
 LandingResult = Literal["landed-in-target", "landed-elsewhere", "not-scheduled"]
 
 
 class Landing(BaseModel):
-    """One replacement we are waiting for."""
+    """One replacement we are waiting for: the hint that steers it, and the eviction it replaces."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    namespace: str
-    owner_kind: str
-    owner_name: str
-    workload: str
-    domain: dict[str, str]
+    hint: Hint
     evicted_pod: str
     evicted_at: float
-    expires: float
-    required: bool = False
-    """The replacement carries required affinity: if it is still Pending at expiry, it must be
-    recreated without it, or it could stay Pending for good."""
 
 
 @dataclass(frozen=True)
@@ -62,13 +55,14 @@ def judge(
     pending: list[Landing] = []
     oldest_first = sorted(snapshot.pods.values(), key=lambda p: (_created(p.created), p.key))
     for landing in sorted(landings, key=lambda item: item.evicted_at):
+        hint = landing.hint
         replacement = next(
             (
                 pod
                 for pod in oldest_first
-                if pod.namespace == landing.namespace
-                and pod.controller_kind == landing.owner_kind
-                and pod.controller_name == landing.owner_name
+                if pod.namespace == hint.namespace
+                and pod.controller_kind == hint.owner_kind
+                and pod.controller_name == hint.owner_name
                 and pod.key not in claimed
                 # Created after the eviction; the name may be the evicted pod's own, as a
                 # StatefulSet reuses it. creationTimestamp has whole seconds: allow the second of
@@ -80,10 +74,10 @@ def judge(
         if replacement is not None and replacement.node_name in snapshot.nodes:
             claimed.add(replacement.key)
             labels = snapshot.nodes[replacement.node_name].labels
-            inside = all(labels.get(key) == value for key, value in landing.domain.items())
+            inside = all(labels.get(key) == value for key, value in hint.domain.items())
             result: LandingResult = "landed-in-target" if inside else "landed-elsewhere"
             judged.append(Judged(landing, result, replacement.key))
-        elif now >= landing.expires:
+        elif now >= hint.expires:
             if replacement is not None:
                 claimed.add(replacement.key)
             judged.append(Judged(landing, "not-scheduled", replacement.key if replacement else ""))

@@ -90,7 +90,7 @@ class PlannerState(BaseModel):
     def with_landings(self, judged: Iterable[Judged], pending: list[Landing]) -> PlannerState:
         misses = dict(self.misses)
         for item in judged:
-            workload = item.landing.workload
+            workload = item.landing.hint.workload
             if item.result == "landed-in-target":
                 misses.pop(workload, None)
             else:

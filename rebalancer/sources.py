@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Literal
 
 from kubernetes import client
@@ -20,7 +19,7 @@ from urllib3.exceptions import HTTPError
 from rebalancer.errors import InputError, SourceUnavailableError
 from rebalancer.executor import EventRecorder
 from rebalancer.planner import PlannerState
-from rebalancer.policy import Policy, load_policy, parse_policy
+from rebalancer.policy import Policy, parse_policy
 
 POLICY_KEY = "policy.yaml"
 STATE_KEY = "state.json"
@@ -36,15 +35,12 @@ def parse_reference(reference: str, what: str) -> tuple[str, str]:
 
 
 @dataclass
-class FilePolicy:
-    """`--policy FILE`, for local runs; read once, as a bad file should stop the start."""
+class FixedPolicy:
+    """A policy given once: `--policy FILE` for local runs (a bad file stops the start), the demo
+    and tests. The holder may swap `policy` between cycles."""
 
-    path: Path
-    policy: Policy = field(init=False)
+    policy: Policy
     generation: int = 1
-
-    def __post_init__(self) -> None:
-        self.policy = load_policy(self.path)
 
     def current(self) -> tuple[Policy, ReloadResult]:
         return self.policy, "unchanged"

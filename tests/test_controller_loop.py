@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import threading
 import time
-from dataclasses import dataclass
 
 from prometheus_client import CollectorRegistry
 
@@ -12,15 +11,7 @@ from rebalancer.controller import Controller, CycleReport
 from rebalancer.metrics import ControllerMetrics
 from rebalancer.policy import Policy
 from rebalancer.snapshot import Snapshot
-from rebalancer.sources import ReloadResult
-
-
-@dataclass
-class FastPolicy:
-    generation: int = 1
-
-    def current(self) -> tuple[Policy, ReloadResult]:
-        return Policy(interval_seconds=0.2), "unchanged"
+from rebalancer.sources import FixedPolicy
 
 
 class SlowController(Controller):
@@ -45,7 +36,7 @@ def test_slow_cycles_never_overlap_and_overruns_are_counted() -> None:
         api=None,  # type: ignore[arg-type]  # run_cycle is replaced; nothing calls the API
         snapshots=Snapshot,
         prometheus_url="http://127.0.0.1:1",
-        policies=FastPolicy(),
+        policies=FixedPolicy(Policy(interval_seconds=0.2)),
         state=None,  # type: ignore[arg-type]
         metrics=metrics,
         recorder=None,  # type: ignore[arg-type]

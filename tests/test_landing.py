@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from rebalancer.hints import Hint
 from rebalancer.landing import Landing, judge
 from rebalancer.planner import PlannerState
 from rebalancer.snapshot import Snapshot
@@ -16,16 +17,15 @@ CREATED_BEFORE = "2027-01-15T07:59:00Z"
 
 
 def landing(expires: float = EVICTED_AT + 300) -> Landing:
-    return Landing(
+    hint = Hint(
         namespace="default",
         owner_kind="ReplicaSet",
         owner_name="web-rs",
         workload="Deployment/default/web",
         domain={b.ZONE_LABEL: "b"},
-        evicted_pod="default/web-rs-old",
-        evicted_at=EVICTED_AT,
         expires=expires,
     )
+    return Landing(hint=hint, evicted_pod="default/web-rs-old", evicted_at=EVICTED_AT)
 
 
 def cluster(*pods: tuple[str, str | None, str]) -> Snapshot:

@@ -28,9 +28,14 @@ from rebalancer.graph import SECONDS_PER_MONTH
 from rebalancer.kube import list_raw, read_snapshot
 from rebalancer.metrics import ControllerMetrics
 from rebalancer.planner import Move
-from rebalancer.policy import Policy, parse_policy
+from rebalancer.policy import parse_policy
 from rebalancer.scenario import Scenario, parse_scenario
-from rebalancer.sources import POLICY_KEY, ConfigMapPolicy, ConfigMapState, ReloadResult
+from rebalancer.sources import (
+    POLICY_KEY,
+    ConfigMapPolicy,
+    ConfigMapState,
+    FixedPolicy,
+)
 from rebalancer.testing.cluster import LocalCluster
 from rebalancer.testing.exporter import ClusterTraffic
 from rebalancer.testing.live import live_scenario
@@ -61,15 +66,6 @@ thresholds: {min_gain: 1, min_gain_ratio: 0}
 
 
 @dataclass
-class StaticPolicy:
-    policy: Policy
-    generation: int = 1
-
-    def current(self) -> tuple[Policy, ReloadResult]:
-        return self.policy, "unchanged"
-
-
-@dataclass
 class Setup:
     cluster: LocalCluster
     prometheus: PrometheusServer
@@ -82,7 +78,7 @@ class Setup:
             api=api,
             snapshots=lambda: read_snapshot(api),
             prometheus_url=prometheus_url or self.prometheus.url,
-            policies=StaticPolicy(policy),
+            policies=FixedPolicy(policy),
             state=ConfigMapState(api, NAMESPACE, "rebalancer-state"),
             metrics=ControllerMetrics(CollectorRegistry()),
             recorder=EventRecorder(api, lambda: datetime.datetime.now(datetime.UTC)),

@@ -6,7 +6,6 @@ from __future__ import annotations
 import datetime
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import Any
 
 import pytest
@@ -15,14 +14,14 @@ from prometheus_client import CollectorRegistry
 
 from rebalancer.controller import Controller
 from rebalancer.executor import EventRecorder
-from rebalancer.hints import HintStore
+from rebalancer.hints import Hint, HintStore
 from rebalancer.kube import list_raw, read_snapshot
 from rebalancer.landing import Landing
 from rebalancer.metrics import ControllerMetrics
 from rebalancer.planner import PlannerState
-from rebalancer.policy import Policy, parse_policy
+from rebalancer.policy import parse_policy
 from rebalancer.scenario import ZONE_LABEL, WorkloadSpec, parse_scenario, workload_objects
-from rebalancer.sources import ConfigMapState, ReloadResult
+from rebalancer.sources import ConfigMapState, FixedPolicy
 from rebalancer.testing.cluster import LocalCluster
 from rebalancer.testing.exporter import ClusterTraffic
 from rebalancer.testing.live import live_scenario
@@ -52,15 +51,6 @@ cooldown: {{per_workload_seconds: 0}}
 thresholds: {{min_gain: 1, min_gain_ratio: 0}}
 """
 WEBHOOK_CONFIG = "topology-rebalancer-test"
-
-
-@dataclass
-class StaticPolicy:
-    policy: Policy
-    generation: int = 1
-
-    def current(self) -> tuple[Policy, ReloadResult]:
-        return self.policy, "unchanged"
 
 
 @pytest.fixture(scope="module")
@@ -117,7 +107,7 @@ def test_replacements_land_in_the_planned_zone(
         api=api,
         snapshots=lambda: read_snapshot(api),
         prometheus_url=prometheus.url,
-        policies=StaticPolicy(parse_policy(LIVE_POLICY_YAML + POLICY, "migrate policy")),
+        policies=FixedPolicy(parse_policy(LIVE_POLICY_YAML + POLICY, "migrate policy")),
         state=ConfigMapState(api, NAMESPACE, "state"),
         metrics=ControllerMetrics(CollectorRegistry()),
         recorder=EventRecorder(api, lambda: datetime.datetime.now(datetime.UTC)),
@@ -181,22 +171,21 @@ def test_a_replacement_pending_past_a_required_hint_is_released(
     wait_until(lambda: len(pending_pods()) == 1, 30, "the stuck pod")
     [pod] = pending_pods()
     owner = pod["metadata"]["ownerReferences"][0]
-    landing = Landing(
+    hint = Hint(
         namespace=NAMESPACE,
         owner_kind=owner["kind"],
         owner_name=owner["name"],
         workload=f"Deployment/{NAMESPACE}/stuck",
         domain={ZONE_LABEL: "zone-nowhere"},
-        evicted_pod=f"{NAMESPACE}/gone",
-        evicted_at=0.0,
         expires=1.0,
         required=True,
     )
+    landing = Landing(hint=hint, evicted_pod=f"{NAMESPACE}/gone", evicted_at=0.0)
     controller = Controller(
         api=api,
         snapshots=lambda: read_snapshot(api),
         prometheus_url=live[1].url,
-        policies=StaticPolicy(parse_policy(LIVE_POLICY_YAML + POLICY, "migrate policy")),
+        policies=FixedPolicy(parse_policy(LIVE_POLICY_YAML + POLICY, "migrate policy")),
         state=ConfigMapState(api, NAMESPACE, "release-state"),
         metrics=ControllerMetrics(CollectorRegistry()),
         recorder=EventRecorder(api, lambda: datetime.datetime.now(datetime.UTC)),
