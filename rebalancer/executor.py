@@ -117,6 +117,8 @@ class EvictionExecutor:
         dry_run: bool,
         steering: Steering | None = None,
     ) -> None:
+        if dry_run and steering is not None:
+            raise ValueError("a dry run records no hints")
         self.core = client.CoreV1Api(api)
         self.recorder = recorder
         self.dry_run = dry_run
@@ -143,8 +145,9 @@ class EvictionExecutor:
             delete_options=client.V1DeleteOptions(dry_run=["All"] if self.dry_run else None),
         )
         why = f"{move.strategy}: {move.reason}; gain {move.gain:.4g}; target {_domain(move)}"
-        hint = self.steering.hint_for(move) if self.steering and not self.dry_run else None
-        if self.steering is not None and not self.dry_run:
+        hint = None
+        if self.steering is not None:
+            hint = self.steering.hint_for(move)
             if hint is None:
                 return Outcome(move, "failed", "no controller to steer the replacement")
             try:
