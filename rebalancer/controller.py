@@ -127,9 +127,12 @@ class Controller:
         steering = None
         if policy.mode == "migrate" and self.hints is not None:
             steering = Steering(self.hints, policy.migrate, self.clock)
-        executor = EvictionExecutor(
-            self.api, self.recorder, dry_run=policy.mode == "dry-run", steering=steering
-        )
+        dry_run = policy.mode == "dry-run"
+        if not dry_run and outcome.plan.moves:
+            # Cooldowns first: if the process dies mid-cycle, a restart must still see every
+            # workload it may have moved as recently moved. A cooldown too many is harmless.
+            self.state.save(outcome.state.record_moves(outcome.plan.moves, now))
+        executor = EvictionExecutor(self.api, self.recorder, dry_run=dry_run, steering=steering)
         outcomes = executor.execute(outcome.plan.moves, still_allowed=self._may_act)
         for done in outcomes:
             self.metrics.evictions.labels(done.result, done.move.strategy).inc()

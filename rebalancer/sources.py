@@ -139,8 +139,13 @@ class ConfigMapState:
             data={STATE_KEY: state.model_dump_json()},
         )
         try:
-            core.replace_namespaced_config_map(self.name, self.namespace, body)
+            try:
+                core.replace_namespaced_config_map(self.name, self.namespace, body)
+            except ApiException as error:
+                if error.status != 404:
+                    raise
+                core.create_namespaced_config_map(self.namespace, body)
         except ApiException as error:
-            if error.status != 404:
-                raise SourceUnavailableError(f"state ConfigMap: HTTP {error.status}") from None
-            core.create_namespaced_config_map(self.namespace, body)
+            raise SourceUnavailableError(f"state ConfigMap: HTTP {error.status}") from None
+        except (HTTPError, OSError) as error:
+            raise SourceUnavailableError(f"state ConfigMap: {type(error).__name__}") from None

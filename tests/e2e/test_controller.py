@@ -371,3 +371,20 @@ def test_a_policy_change_applies_at_the_next_cycle(setup: Setup) -> None:
     assert "evicted" in {o.result for o in second.outcomes}
     for app in ("client", "server"):
         setup.cluster.wait_ready(NAMESPACE, app, 3)
+
+
+def test_cooldowns_are_saved_before_any_eviction_is_sent(
+    setup: Setup, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A controller that dies mid-cycle must come back knowing what it may have moved."""
+
+    def crash(*_args: object, **_kwargs: object) -> None:
+        raise RuntimeError("killed between planning and evicting")
+
+    monkeypatch.setattr(EvictionExecutor, "execute", crash)
+    controller = setup.controller("evict")
+    controller.state = ConfigMapState(setup.cluster.api_client(), NAMESPACE, "crash-state")
+    with pytest.raises(RuntimeError, match="killed"):
+        controller.run_cycle()
+    remembered = controller.state.load().last_moved
+    assert {"Deployment/ctl/client", "Deployment/ctl/server"} & set(remembered)
