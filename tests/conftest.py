@@ -8,6 +8,7 @@ from typing import Any
 from rebalancer.engine import build_view, propose
 from rebalancer.planner import Plan, PlannerState, plan
 from rebalancer.policy import Policy
+from rebalancer.scenario import Scenario, parse_scenario
 from rebalancer.snapshot import Snapshot, parse_snapshot
 from rebalancer.testing import builders as b
 from rebalancer.traffic import PodTraffic
@@ -22,6 +23,24 @@ topology:
 traffic: {source: hubble, window: 10s, max_age_seconds: 60}
 """
 """For tests against a real Prometheus scraping every second: a 10 s window fills in 10 s."""
+
+
+def split_pair_scenario(namespace: str) -> Scenario:
+    """A client in zone a that talks to its server in zone b, 3 replicas each, PDBs of 2."""
+    return parse_scenario(
+        f"""
+name: split-pair-{namespace}
+workloads:
+  - {{name: client, namespace: {namespace}, replicas: 3, pdb: {{min_available: 2}},
+     start_in: {{zone: zone-a}}}}
+  - {{name: server, namespace: {namespace}, replicas: 3, pdb: {{min_available: 2}},
+     start_in: {{zone: zone-b}}}}
+traffic:
+  - {{source: {namespace}/client, destination: {namespace}/server, routing: even, rate: 90}}
+""",
+        f"split-pair-{namespace}",
+    )
+
 
 ZONES_RACKS_POLICY: dict[str, Any] = {
     "topology": {

@@ -29,7 +29,7 @@ from rebalancer.kube import list_raw, read_snapshot
 from rebalancer.metrics import ControllerMetrics
 from rebalancer.planner import Move
 from rebalancer.policy import parse_policy
-from rebalancer.scenario import Scenario, parse_scenario
+from rebalancer.scenario import Scenario
 from rebalancer.sources import (
     POLICY_KEY,
     ConfigMapPolicy,
@@ -42,22 +42,11 @@ from rebalancer.testing.live import live_scenario
 from rebalancer.testing.process import free_port, wait_until
 from rebalancer.testing.prometheus import PrometheusServer
 from rebalancer.topology import Domain
-from tests.conftest import LIVE_POLICY_YAML
+from tests.conftest import LIVE_POLICY_YAML, split_pair_scenario
 
 pytestmark = pytest.mark.e2e
 
 NAMESPACE = "ctl"
-SCENARIO = f"""
-name: split-pair
-nodes: {{zones: 3, racks_per_zone: 2, nodes_per_rack: 2}}
-workloads:
-  - {{name: client, namespace: {NAMESPACE}, replicas: 3, pdb: {{min_available: 2}},
-     start_in: {{zone: zone-a}}}}
-  - {{name: server, namespace: {NAMESPACE}, replicas: 3, pdb: {{min_available: 2}},
-     start_in: {{zone: zone-b}}}}
-traffic:
-  - {{source: {NAMESPACE}/client, destination: {NAMESPACE}/server, routing: even, rate: 90}}
-"""
 ACTING = """
 scope: {namespaces: {include: [ctl]}}
 persistence: {cycles: 1}
@@ -117,7 +106,7 @@ class Setup:
 
 @pytest.fixture(scope="module")
 def setup(cluster: LocalCluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Setup]:
-    scenario = parse_scenario(SCENARIO, "split-pair")
+    scenario = split_pair_scenario(NAMESPACE)
     workdir = tmp_path_factory.mktemp("prometheus-ctl")
     with live_scenario(cluster, scenario, workdir) as (_truth, prometheus):
         yield Setup(cluster, prometheus, scenario)

@@ -20,7 +20,7 @@ from rebalancer.landing import Landing
 from rebalancer.metrics import ControllerMetrics
 from rebalancer.planner import PlannerState
 from rebalancer.policy import parse_policy
-from rebalancer.scenario import ZONE_LABEL, WorkloadSpec, parse_scenario, workload_objects
+from rebalancer.scenario import ZONE_LABEL, WorkloadSpec, workload_objects
 from rebalancer.sources import ConfigMapState, FixedPolicy
 from rebalancer.testing.cluster import LocalCluster
 from rebalancer.testing.exporter import ClusterTraffic
@@ -28,21 +28,11 @@ from rebalancer.testing.live import live_scenario
 from rebalancer.testing.process import free_port, wait_until
 from rebalancer.testing.prometheus import PrometheusServer
 from rebalancer.webhook import WebhookServer, webhook_configuration
-from tests.conftest import LIVE_POLICY_YAML
+from tests.conftest import LIVE_POLICY_YAML, split_pair_scenario
 
 pytestmark = pytest.mark.e2e
 
 NAMESPACE = "mig"
-SCENARIO = f"""
-name: migrate-pair
-workloads:
-  - {{name: client, namespace: {NAMESPACE}, replicas: 3, pdb: {{min_available: 2}},
-     start_in: {{zone: zone-a}}}}
-  - {{name: server, namespace: {NAMESPACE}, replicas: 3, pdb: {{min_available: 2}},
-     start_in: {{zone: zone-b}}}}
-traffic:
-  - {{source: {NAMESPACE}/client, destination: {NAMESPACE}/server, routing: even, rate: 90}}
-"""
 POLICY = f"""
 mode: migrate
 scope: {{namespaces: {{include: [{NAMESPACE}]}}}}
@@ -84,7 +74,7 @@ def webhook(cluster: LocalCluster) -> Iterator[WebhookServer]:
 def live(
     cluster: LocalCluster, webhook: WebhookServer, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[tuple[ClusterTraffic, PrometheusServer]]:
-    scenario = parse_scenario(SCENARIO, "migrate-pair")
+    scenario = split_pair_scenario(NAMESPACE)
     with live_scenario(cluster, scenario, tmp_path_factory.mktemp("prometheus-mig")) as running:
         yield running
 
