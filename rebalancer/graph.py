@@ -82,12 +82,6 @@ class CostModel:
     def copy(self) -> CostModel:
         return CostModel(self.graph, self.topology, dict(self.locations), dict(self.moved))
 
-    def weighted_cost(self) -> float:
-        return sum(
-            float(data["weight"]) * self.topology.distance(self.locations[a], self.locations[b])
-            for a, b, data in self.graph.edges(data=True)
-        )
-
     def figures(self, snapshot: Snapshot, price: Price) -> Figures:
         levels = self.topology.levels
         crossing = dict.fromkeys((level.name for level in levels), 0.0)
