@@ -1,0 +1,112 @@
+"""What must hold while the controller acts on a live scenario, checked from the API server's
+view rather than the controller's: no PodDisruptionBudget broken at any moment, every workload
+back to its replicas, and hard spread constraints still met.
+
+A background thread polls the pods, because a broken budget can last well under a second: an
+extra eviction is followed within moments by a kwok replacement that is Ready again.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+import urllib3
+from kubernetes import client
+
+from rebalancer.kube import list_raw
+from rebalancer.scenario import LEVEL_LABELS, Scenario, WorkloadSpec
+from rebalancer.testing.cluster import is_ready
+
+
+def min_healthy(workload: WorkloadSpec) -> int | None:
+    """The Ready replicas the workload's PDB promises, or None when it has no budget."""
+    if workload.pdb is None:
+        return None
+    if workload.pdb.min_available is not None:
+        return workload.pdb.min_available
+    assert workload.pdb.max_unavailable is not None  # the model requires exactly one
+    return workload.replicas - workload.pdb.max_unavailable
+
+
+def ready_by_workload(scenario: Scenario, pods: list[dict[str, Any]]) -> dict[str, list[Any]]:
+    """The scenario's workloads (namespace/name) -> their Ready pods, as raw JSON."""
+    ready: dict[str, list[Any]] = {w.key: [] for w in scenario.workloads}
+    for pod in pods:
+        metadata = pod["metadata"]
+        key = f"{metadata['namespace']}/{(metadata.get('labels') or {}).get('app', '')}"
+        if key in ready and is_ready(pod):
+            ready[key].append(pod)
+    return ready
+
+
+@dataclass
+class InvariantWatch:
+    """Watches one scenario's workloads; start it once every replica is Ready."""
+
+    scenario: Scenario
+    api: client.ApiClient
+    poll_seconds: float = 0.2
+    pdb_violations: list[str] = field(default_factory=list)
+    """One line per moment a budget was seen broken: workload, Ready pods and the promise."""
+    polls: int = 0
+    """Polls that completed, so a watch that never saw the cluster cannot pass for a clean one."""
+    failed_polls: list[str] = field(default_factory=list)
+    _stop: threading.Event = field(default_factory=threading.Event)
+    _thread: threading.Thread | None = None
+
+    def pods(self) -> list[dict[str, Any]]:
+        core = client.CoreV1Api(self.api)
+        return list_raw("Pod", core.list_pod_for_all_namespaces)
+
+    def check_budgets(self) -> None:
+        ready = ready_by_workload(self.scenario, self.pods())
+        for workload in self.scenario.workloads:
+            promised = min_healthy(workload)
+            if promised is not None and len(ready[workload.key]) < promised:
+                self.pdb_violations.append(
+                    f"{workload.key}: {len(ready[workload.key])} Ready, PDB promises {promised}"
+                )
+
+    def spread_violations(self) -> list[str]:
+        """Hard spread constraints the Ready pods break now, counting every domain with nodes."""
+        core = client.CoreV1Api(self.api)
+        nodes = {
+            node["metadata"]["name"]: node["metadata"].get("labels") or {}
+            for node in list_raw("Node", core.list_node)
+        }
+        ready = ready_by_workload(self.scenario, self.pods())
+        broken = []
+        for workload in self.scenario.workloads:
+            for spread in (s for s in workload.spread if s.hard):
+                label = LEVEL_LABELS[spread.level]
+                counts = Counter({labels[label]: 0 for labels in nodes.values() if label in labels})
+                counts.update(nodes[pod["spec"]["nodeName"]][label] for pod in ready[workload.key])
+                skew = max(counts.values()) - min(counts.values())
+                if skew > spread.max_skew:
+                    broken.append(
+                        f"{workload.key}: {spread.level} skew {skew} > {spread.max_skew} "
+                        f"({dict(sorted(counts.items()))})"
+                    )
+        return broken
+
+    def start(self) -> InvariantWatch:
+        self._thread = threading.Thread(target=self._run, name="invariant-watch", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.poll_seconds):
+            try:
+                self.check_budgets()
+            except (client.ApiException, urllib3.exceptions.HTTPError) as error:
+                self.failed_polls.append(f"{type(error).__name__}: {error}".splitlines()[0])
+            else:
+                self.polls += 1
