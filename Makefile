@@ -4,7 +4,7 @@ PYTHON ?= python3
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: test lint demo plan-example bench prometheus binaries cluster-up cluster-down clean
+.PHONY: test lint demo plan-example bench bench-modes prometheus binaries cluster-up cluster-down clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -43,6 +43,10 @@ test: $(STAMP) prometheus binaries lint
 # Figures, not pass/fail: how heavy the local control plane is.
 bench: $(STAMP) binaries
 	$(BIN)/python bench/control_plane.py
+
+# Evict against migrate on the live control plane; writes bench/results/modes.{md,json}.
+bench-modes: $(STAMP) prometheus binaries
+	$(BIN)/python bench/modes.py
 
 # The rebalancer live on the local control plane: one dry-run cycle, then migrate.
 demo: $(STAMP) prometheus binaries
