@@ -19,6 +19,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 from prometheus_client import CollectorRegistry
 from pydantic import ValidationError
@@ -37,8 +38,10 @@ from rebalancer.metrics import serve as serve_metrics
 from rebalancer.planner import PlannerState
 from rebalancer.policy import Policy, load_policy
 from rebalancer.report import outcome_json, outcome_table
+from rebalancer.serving_keys import shared_serving_keys
 from rebalancer.snapshot import load_snapshot
 from rebalancer.sources import ConfigMapPolicy, ConfigMapState, FixedPolicy, parse_reference
+from rebalancer.tls import ServingKeys
 from rebalancer.traffic import (
     PrometheusReader,
     TrafficFailure,
@@ -49,6 +52,8 @@ from rebalancer.traffic import (
 from rebalancer.webhook import WebhookServer
 
 EXIT_OK = 0
+KEY_REFRESH_SECONDS = 3600
+"""How often each replica rereads the shared webhook Secret: far inside the renewal margin."""
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -104,6 +109,11 @@ def _parser() -> argparse.ArgumentParser:
         "--webhook-names",
         default="localhost",
         help="comma-separated DNS names for the webhook certificate (the Service's names)",
+    )
+    run.add_argument(
+        "--webhook-secret",
+        metavar="NAMESPACE/NAME",
+        help="Secret the replicas share the webhook CA and certificate in (with --webhook-port)",
     )
     run.add_argument(
         "--hints-configmap",
@@ -207,6 +217,33 @@ def _snapshot(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _start_webhook(api: client.ApiClient, args: argparse.Namespace) -> WebhookServer:
+    for flag in ("hints_configmap", "webhook_secret"):
+        if not getattr(args, flag):
+            option = "--" + flag.replace("_", "-")
+            raise InputError(f"run: --webhook-port needs {option} NAMESPACE/NAME")
+    hints = HintStore(api, *parse_reference(args.hints_configmap, "--hints-configmap"))
+    secret = parse_reference(args.webhook_secret, "--webhook-secret")
+
+    def current_keys() -> ServingKeys:
+        return shared_serving_keys(
+            api, secret, dns_names=args.webhook_names.split(","), ip_addresses=["127.0.0.1"]
+        )
+
+    webhook = WebhookServer(hints, current_keys(), port=args.webhook_port).start()
+    try:
+        webhook.publish_ca(api, args.webhook_config)
+    except ApiException as error:
+        webhook.stop()
+        raise SourceUnavailableError(
+            f"MutatingWebhookConfiguration {args.webhook_config}: HTTP {error.status}"
+        ) from None
+    webhook.keep_fresh(
+        current_keys, every_seconds=KEY_REFRESH_SECONDS, api=api, configuration=args.webhook_config
+    )
+    return webhook
+
+
 def _run(args: argparse.Namespace) -> int:
     configure_logging()
     api = api_client(args.kubeconfig)
@@ -222,21 +259,8 @@ def _run(args: argparse.Namespace) -> int:
     hints = None
     webhook = None
     if args.webhook_port is not None:
-        if not args.hints_configmap:
-            raise InputError("run: --webhook-port needs --hints-configmap NAMESPACE/NAME")
-        hints = HintStore(api, *parse_reference(args.hints_configmap, "--hints-configmap"))
-        webhook = WebhookServer(
-            hints,
-            port=args.webhook_port,
-            dns_names=args.webhook_names.split(","),
-            ip_addresses=["127.0.0.1"],
-        ).start()
-        try:
-            webhook.publish_ca(api, args.webhook_config)
-        except ApiException as error:
-            raise SourceUnavailableError(
-                f"MutatingWebhookConfiguration {args.webhook_config}: HTTP {error.status}"
-            ) from None
+        webhook = _start_webhook(api, args)
+        hints = webhook.hints
     cache = WatchCache(api).start()
     if not cache.wait_synced(timeout=120):
         logging.getLogger(__name__).warning("watch cache not synced yet; cycles wait for it")

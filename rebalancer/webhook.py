@@ -5,8 +5,9 @@ affinity for the target domain and consumes the hint. It never blocks a pod: any
 is answered "allowed, unchanged", and the webhook configuration has failurePolicy Ignore, so pods
 are created even when the controller is down.
 
-TLS is self-signed: a CA and serving certificate are made at start, and the caBundle of the
-controller's own MutatingWebhookConfiguration is patched to trust them.
+TLS is self-signed: the replicas share a CA and serving certificate through a Secret
+(`serving_keys`), and the caBundle of the controller's own MutatingWebhookConfiguration is patched
+to trust that CA.
 """
 
 from __future__ import annotations
@@ -24,10 +25,12 @@ from pathlib import Path
 from typing import Any
 
 from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+from urllib3.exceptions import HTTPError
 
 from rebalancer.errors import SourceUnavailableError
 from rebalancer.hints import HintStore, affinity_patch
-from rebalancer.tls import make_ca, pem, serving_certificate, write_key, write_pem
+from rebalancer.tls import ServingKeys
 
 _log = logging.getLogger(__name__)
 
@@ -74,22 +77,17 @@ class WebhookServer:
     def __init__(
         self,
         hints: HintStore,
+        keys: ServingKeys,
         *,
         port: int,
-        dns_names: list[str],
-        ip_addresses: list[str],
         address: str = "0.0.0.0",
         now: Callable[[], float] = time.time,
     ) -> None:
         self.hints = hints
-        ca, ca_key = make_ca("topology-rebalancer-webhook-ca")
-        certificate, key = serving_certificate(ca, ca_key, dns_names, ip_addresses)
-        self.ca_bundle = pem(ca)
-        directory = Path(tempfile.mkdtemp(prefix="rebalancer-webhook-"))
-        write_pem(certificate, directory / "tls.crt")
-        write_key(key, directory / "tls.key")
-        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-        context.load_cert_chain(directory / "tls.crt", directory / "tls.key")
+        self._context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        self._stopped = threading.Event()
+        self.keys = keys
+        self.load(keys)
 
         class Handler(BaseHTTPRequestHandler):
             def log_message(self, format: str, *args: Any) -> None:
@@ -114,18 +112,56 @@ class WebhookServer:
 
         self.server = ThreadingHTTPServer((address, port), Handler)
         self.server.daemon_threads = True
-        self.server.socket = context.wrap_socket(self.server.socket, server_side=True)
+        self.server.socket = self._context.wrap_socket(self.server.socket, server_side=True)
         self.port = self.server.server_port
+
+    def load(self, keys: ServingKeys) -> None:
+        """Serve `keys` from the next TLS handshake on; connections already open keep theirs."""
+        # ssl loads a certificate chain from files only; they live as long as this call.
+        with tempfile.TemporaryDirectory(prefix="rebalancer-webhook-") as directory:
+            certificate, key = Path(directory) / "tls.crt", Path(directory) / "tls.key"
+            certificate.write_bytes(keys.certificate)
+            key.touch(mode=0o600)
+            key.write_bytes(keys.key)
+            self._context.load_cert_chain(certificate, key)
+        self.keys = keys
 
     def start(self) -> WebhookServer:
         threading.Thread(target=self.server.serve_forever, name="webhook", daemon=True).start()
         return self
 
+    def keep_fresh(
+        self,
+        source: Callable[[], ServingKeys],
+        *,
+        every_seconds: float,
+        api: client.ApiClient,
+        configuration: str,
+    ) -> None:
+        """Reload from `source` now and then, so a certificate renewed in the shared Secret (by
+        any replica) is served here before the old one expires; a new CA is published too."""
+
+        def refresh() -> None:
+            while not self._stopped.wait(every_seconds):
+                try:
+                    keys = source()
+                    if keys == self.keys:
+                        continue
+                    new_ca = keys.ca != self.keys.ca
+                    self.load(keys)
+                    if new_ca:
+                        self.publish_ca(api, configuration)
+                    _log.info("webhook serving a renewed certificate (new CA: %s)", new_ca)
+                except (SourceUnavailableError, ApiException, HTTPError, OSError) as error:
+                    _log.warning("webhook keys not refreshed: %s", str(error).splitlines()[0])
+
+        threading.Thread(target=refresh, name="webhook-keys", daemon=True).start()
+
     def publish_ca(self, api: client.ApiClient, configuration: str) -> None:
         """Trust our CA in every webhook of our own MutatingWebhookConfiguration."""
         admission = client.AdmissionregistrationV1Api(api)
         current = admission.read_mutating_webhook_configuration(configuration)
-        bundle = base64.b64encode(self.ca_bundle).decode()
+        bundle = base64.b64encode(self.keys.ca).decode()
         # A JSON patch per webhook: a merge patch would replace the whole webhooks list.
         patch = [
             {"op": "add", "path": f"/webhooks/{index}/clientConfig/caBundle", "value": bundle}
@@ -134,6 +170,7 @@ class WebhookServer:
         admission.patch_mutating_webhook_configuration(configuration, patch)
 
     def stop(self) -> None:
+        self._stopped.set()
         self.server.shutdown()
 
 

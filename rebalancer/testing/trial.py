@@ -29,6 +29,7 @@ from rebalancer.metrics import ControllerMetrics
 from rebalancer.planner import Move
 from rebalancer.policy import Policy
 from rebalancer.scenario import Scenario
+from rebalancer.serving_keys import shared_serving_keys
 from rebalancer.sources import ConfigMapState, FixedPolicy
 from rebalancer.testing.cluster import LocalCluster, local_cluster
 from rebalancer.testing.exporter import ClusterTraffic
@@ -226,13 +227,10 @@ def live_trial(
         for namespace in [CONTROLLER_NAMESPACE, *namespaces]:
             cluster.ensure_namespace(namespace)
         hints = HintStore(api, CONTROLLER_NAMESPACE, "rebalancer-hints")
-        webhook = WebhookServer(
-            hints,
-            port=free_port(),
-            dns_names=["localhost"],
-            ip_addresses=["127.0.0.1"],
-            address="127.0.0.1",
-        ).start()
+        keys = shared_serving_keys(
+            api, (CONTROLLER_NAMESPACE, "webhook-keys"), dns_names=[], ip_addresses=["127.0.0.1"]
+        )
+        webhook = WebhookServer(hints, keys, port=free_port(), address="127.0.0.1").start()
         try:
             url = f"https://127.0.0.1:{webhook.port}/mutate"
             cluster.apply([webhook_configuration(WEBHOOK_CONFIGURATION, url, namespaces)])

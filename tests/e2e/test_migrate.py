@@ -21,6 +21,7 @@ from rebalancer.metrics import ControllerMetrics
 from rebalancer.planner import PlannerState
 from rebalancer.policy import parse_policy
 from rebalancer.scenario import ZONE_LABEL, WorkloadSpec, workload_objects
+from rebalancer.serving_keys import shared_serving_keys
 from rebalancer.sources import ConfigMapState, FixedPolicy
 from rebalancer.testing.cluster import LocalCluster
 from rebalancer.testing.exporter import ClusterTraffic
@@ -47,12 +48,11 @@ WEBHOOK_CONFIG = "topology-rebalancer-test"
 def webhook(cluster: LocalCluster) -> Iterator[WebhookServer]:
     api = cluster.api_client()
     cluster.ensure_namespace(NAMESPACE)
+    keys = shared_serving_keys(
+        api, (NAMESPACE, "webhook-keys"), dns_names=[], ip_addresses=["127.0.0.1"]
+    )
     server = WebhookServer(
-        HintStore(api, NAMESPACE, "hints"),
-        port=free_port(),
-        dns_names=["localhost"],
-        ip_addresses=["127.0.0.1"],
-        address="127.0.0.1",
+        HintStore(api, NAMESPACE, "hints"), keys, port=free_port(), address="127.0.0.1"
     ).start()
     cluster.apply(
         [

@@ -1,0 +1,140 @@
+"""The webhook's keys, shared by every replica through one Secret.
+
+The Service in front of the webhook sends each admission request to any replica, and the API
+server trusts only the CA in caBundle. If each replica made its own CA, the last to patch
+caBundle would win and the others' answers would fail TLS (and, with failurePolicy Ignore, their
+pods would go unsteered). So the first replica to start stores a CA and serving certificate in a
+Secret and the others serve the same ones. When the certificate nears expiry, or must name other
+hosts, one replica renews it from the same CA, so caBundle does not change under the others.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import datetime
+import logging
+from typing import Any
+
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+from urllib3.exceptions import HTTPError
+
+from rebalancer.errors import SourceUnavailableError
+from rebalancer.tls import ServingKeys, issue_serving_keys, renewed, unfit_because
+
+_log = logging.getLogger(__name__)
+_FIELDS = {"ca.crt": "ca", "ca.key": "ca_key", "tls.crt": "certificate", "tls.key": "key"}
+_ATTEMPTS = 5
+
+
+def keys_from_secret(data: dict[str, str] | None) -> ServingKeys | None:
+    """The keys in a Secret's data, or None when a field is missing or not base64."""
+    data = data or {}
+    try:
+        return ServingKeys(
+            **{
+                attribute: base64.b64decode(data[field], validate=True)
+                for field, attribute in _FIELDS.items()
+            }
+        )
+    except (KeyError, binascii.Error):
+        return None
+
+
+def secret_data(keys: ServingKeys) -> dict[str, str]:
+    return {
+        field: base64.b64encode(getattr(keys, attribute)).decode()
+        for field, attribute in _FIELDS.items()
+    }
+
+
+def _replacement(
+    keys: ServingKeys | None, dns_names: list[str], ip_addresses: list[str], now: datetime.datetime
+) -> ServingKeys:
+    """Renewed from the same CA when it is still good for long enough, else all new."""
+    if keys is not None:
+        try:
+            candidate = renewed(keys, dns_names, ip_addresses)
+        except (ValueError, TypeError):
+            pass
+        else:
+            if unfit_because(candidate, dns_names, ip_addresses, now) is None:
+                return candidate
+    return issue_serving_keys(dns_names, ip_addresses)
+
+
+def shared_serving_keys(
+    api: client.ApiClient,
+    secret: tuple[str, str],
+    *,
+    dns_names: list[str],
+    ip_addresses: list[str],
+) -> ServingKeys:
+    """The keys in the Secret (namespace, name), made or renewed there first when needed.
+
+    Writes are conditional (create, or replace at the resourceVersion read), so replicas that
+    race all end up serving whichever write the API server accepted.
+    """
+    namespace, name = secret
+    try:
+        for _attempt in range(_ATTEMPTS):
+            keys = _settle(
+                client.CoreV1Api(api),
+                secret,
+                dns_names=dns_names,
+                ip_addresses=ip_addresses,
+                now=datetime.datetime.now(datetime.UTC),
+            )
+            if keys is not None:
+                return keys
+    except ApiException as error:
+        raise SourceUnavailableError(f"Secret {namespace}/{name}: HTTP {error.status}") from None
+    except (HTTPError, OSError) as error:
+        raise SourceUnavailableError(f"Secret {namespace}/{name}: {type(error).__name__}") from None
+    raise SourceUnavailableError(
+        f"Secret {namespace}/{name}: still changing after {_ATTEMPTS} attempts"
+    )
+
+
+def _settle(
+    core: client.CoreV1Api,
+    secret: tuple[str, str],
+    *,
+    dns_names: list[str],
+    ip_addresses: list[str],
+    now: datetime.datetime,
+) -> ServingKeys | None:
+    """One read and, when needed, one conditional write; None when another writer won."""
+    namespace, name = secret
+    try:
+        current: Any = core.read_namespaced_secret(name, namespace)
+    except ApiException as error:
+        if error.status != 404:
+            raise
+        current = None
+    keys = keys_from_secret(current.data) if current is not None else None
+    if keys is not None:
+        reason = unfit_because(keys, dns_names, ip_addresses, now)
+        if reason is None:
+            return keys
+    else:
+        reason = "missing" if current is None else "incomplete"
+    fresh = _replacement(keys, dns_names, ip_addresses, now)
+    version = current.metadata.resource_version if current is not None else None
+    body = client.V1Secret(
+        metadata=client.V1ObjectMeta(name=name, namespace=namespace, resource_version=version),
+        type="kubernetes.io/tls",
+        data=secret_data(fresh),
+    )
+    try:
+        if current is None:
+            core.create_namespaced_secret(namespace, body)
+        else:
+            core.replace_namespaced_secret(name, namespace, body)
+    except ApiException as error:
+        if error.status == 409:
+            return None  # another replica wrote first: the next read serves what it wrote
+        raise
+    _log.info("webhook keys written to Secret %s/%s: the old ones were %s", namespace, name, reason)
+    return fresh
