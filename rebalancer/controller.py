@@ -169,16 +169,20 @@ class Controller:
         return state.with_landings(judged, pending)
 
     def _release(self, pod_key: str) -> None:
-        """Delete a replacement left Pending by a required hint; its controller makes a new one,
-        with no hint left to bind it. A Pending pod serves nothing, so no PDB is at stake."""
+        """Evict a replacement left Pending by a required hint; its controller makes a new one,
+        with no hint left to bind it. The API server lets a Pending pod be evicted whatever its
+        PDB says (it serves nothing), so the controller needs no right to delete pods."""
         namespace, name = pod_key.split("/", 1)
         core = client.CoreV1Api(self.api)
         try:
             pod = core.read_namespaced_pod(name, namespace)
             if pod.spec is not None and pod.spec.node_name:
                 return  # it was bound in the meantime: leave it
-            core.delete_namespaced_pod(name, namespace)
-            _log.warning("deleted %s, Pending past its required hint's expiry", pod_key)
+            eviction = client.V1Eviction(
+                metadata=client.V1ObjectMeta(name=name, namespace=namespace)
+            )
+            core.create_namespaced_pod_eviction(name, namespace, eviction)
+            _log.warning("evicted %s, Pending past its required hint's expiry", pod_key)
         except client.ApiException as error:
             if error.status != 404:
                 _log.warning("could not release %s: HTTP %s", pod_key, error.status)

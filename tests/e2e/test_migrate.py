@@ -20,7 +20,7 @@ from rebalancer.landing import Landing
 from rebalancer.metrics import ControllerMetrics
 from rebalancer.planner import PlannerState
 from rebalancer.policy import parse_policy
-from rebalancer.scenario import ZONE_LABEL, WorkloadSpec, workload_objects
+from rebalancer.scenario import ZONE_LABEL, PdbSpec, WorkloadSpec, workload_objects
 from rebalancer.serving_keys import shared_serving_keys
 from rebalancer.sources import ConfigMapState, FixedPolicy
 from rebalancer.testing.cluster import LocalCluster
@@ -142,10 +142,13 @@ def test_a_replacement_pending_past_a_required_hint_is_released(
 ) -> None:
     api = cluster.api_client()
     apps = client.AppsV1Api(api)
-    stuck = WorkloadSpec(name="stuck", namespace=NAMESPACE, replicas=1)
-    [deployment] = workload_objects(stuck)
+    # A budget that allows no disruption: only because the pod is Pending may it be evicted.
+    stuck = WorkloadSpec(
+        name="stuck", namespace=NAMESPACE, replicas=1, pdb=PdbSpec(min_available=1)
+    )
+    deployment, budget = workload_objects(stuck)
     deployment["spec"]["template"]["spec"]["nodeSelector"] = {ZONE_LABEL: "zone-nowhere"}
-    cluster.apply([deployment])
+    cluster.apply([deployment, budget])
     core = client.CoreV1Api(api)
 
     def pending_pods() -> list[dict[str, Any]]:
@@ -191,3 +194,4 @@ def test_a_replacement_pending_past_a_required_hint_is_released(
         "the stuck pod released",
     )
     apps.delete_namespaced_deployment("stuck", NAMESPACE)
+    client.PolicyV1Api(api).delete_namespaced_pod_disruption_budget("stuck", NAMESPACE)
