@@ -31,7 +31,7 @@ _PROMQL_DURATION = re.compile(r"^([0-9]+(ms|s|m|h|d|w|y))+$")
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
 
 
 TopologyPreset = Literal["kubernetes", "aws", "gke"]
@@ -61,7 +61,11 @@ class TopologyPolicy(_Strict):
     """Either a preset or explicit levels, widest first (for example zone, rack, host)."""
 
     preset: TopologyPreset | None = None
+    """Named label sets: `kubernetes` (region, zone, host), `aws` (zone and the three
+    network-node layers), `gke` (zone, block, subblock, host). Without preset or levels,
+    `kubernetes`."""
     levels: tuple[TopologyLevel, ...] = ()
+    """Explicit levels, widest first, each a node label with a cost weight; instead of a preset."""
     zone_level: str = "zone"
     """The level whose crossings are billed and whose spread limits and HA rules refer to."""
 
@@ -108,6 +112,7 @@ class _TrafficCommon(_Strict):
     max_age_seconds: Annotated[float, Field(gt=0)] = 180
     """Newest sample older than this means the data is stale: no moves this cycle."""
     timeout_seconds: Annotated[float, Field(gt=0)] = 15
+    """Per Prometheus query; a query that takes longer fails the cycle, which then moves nothing."""
     bytes_per_unit: Annotated[float | None, Field(gt=0)] = None
     """Assumed bytes per unit when the unit is not bytes, so a monthly cost can be estimated."""
 
@@ -123,35 +128,50 @@ class HubbleSource(_TrafficCommon):
     """Cilium Hubble flow counts (`hubble_flows_processed_total`), which have no byte counts."""
 
     source: Literal["hubble"]
+    """Selects this kind of source."""
     label_style: Literal["split", "combined"] = "split"
     """`split`: source_namespace/source_pod/... (labelsContext); `combined`: source="ns/pod"."""
     metric: str = "hubble_flows_processed_total"
+    """The counter to rate; a recording rule that keeps the same labels can stand in for it."""
     matchers: str = ""
     """Extra label matchers, for example `verdict="FORWARDED"`."""
     unit: str = "flows/s"
+    """Shown in reports and metrics; rates are compared only with each other."""
 
 
 class IstioSource(_TrafficCommon):
     """Istio TCP and HTTP byte metrics, which name workloads, not pods."""
 
     source: Literal["istio"]
+    """Selects this kind of source."""
     reporter: Literal["source", "destination"] = "source"
+    """Which side's proxy reports the bytes; pick one so each byte is counted once."""
     unit: str = "bytes/s"
+    """Shown in reports and metrics; bytes also give the monthly cross-zone cost."""
 
 
 class CustomSource(_TrafficCommon):
     """Any PromQL that returns one rate per communicating pair."""
 
     source: Literal["custom"]
+    """Selects this kind of source."""
     query: str
+    """PromQL returning one rate per communicating pair, with the labels named below."""
     freshness_query: str
     """PromQL returning one value: the age in seconds of the newest raw sample behind `query`."""
     granularity: Literal["pod", "workload"] = "pod"
+    """Whether the labels below name pods or workloads; a workload pair's rate is split evenly
+    over its pod pairs."""
     source_namespace_label: str = "source_namespace"
+    """Label holding the sending namespace."""
     source_label: str = "source_pod"
+    """Label holding the sending pod (or workload)."""
     destination_namespace_label: str = "destination_namespace"
+    """Label holding the receiving namespace."""
     destination_label: str = "destination_pod"
+    """Label holding the receiving pod (or workload)."""
     unit: str = "bytes/s"
+    """The unit of the query's values, for reports; `bytes/s` also gives the monthly cost."""
 
     _query_is_promql = field_validator("query", "freshness_query")(_check_promql)
 
@@ -163,8 +183,11 @@ class StrategyConfig(_Strict):
     """One strategy by its registered name; its args are validated by the strategy's own model."""
 
     name: str
+    """A registered strategy: `split-peers` or `gang-consolidation`."""
     enabled: bool = True
+    """A disabled strategy is kept in the policy but proposes nothing."""
     args: StrategyArgs
+    """The strategy's own arguments (below); omitted ones take their defaults."""
 
     @model_validator(mode="before")
     @classmethod
@@ -209,26 +232,34 @@ class Thresholds(_Strict):
 
 class LabelSelectorRequirement(_Strict):
     key: str
+    """The pod label."""
     operator: Literal["In", "NotIn", "Exists", "DoesNotExist"]
+    """How the label's value is matched against `values`."""
     values: tuple[str, ...] = ()
+    """For In and NotIn; empty for Exists and DoesNotExist."""
 
 
 class LabelSelector(_Strict):
     """A Kubernetes label selector, in the API's own camelCase."""
 
     matchLabels: dict[str, str] = Field(default_factory=dict)  # noqa: N815 - Kubernetes spelling
+    """Labels a pod must carry, each with this value."""
     matchExpressions: tuple[LabelSelectorRequirement, ...] = ()  # noqa: N815
+    """Further requirements, all of which must hold."""
 
 
 class NamespaceScope(_Strict):
     include: tuple[str, ...] = ()
     """Empty means every namespace not excluded."""
     exclude: tuple[str, ...] = ("kube-system",)
+    """Never touched, even when included."""
 
 
 class Scope(_Strict):
     namespaces: NamespaceScope = NamespaceScope()
+    """Which namespaces the rebalancer may move pods in."""
     pod_selector: LabelSelector | None = None
+    """When set, only pods matching it may be moved; traffic to other pods still counts."""
     opt_out_annotation: str = "topology-rebalancer.io/exclude"
     """Set to "true" on a pod or its workload to keep the rebalancer away from it."""
 
@@ -237,7 +268,9 @@ class SpreadFloor(_Strict):
     """A workload keeps at least `domains` domains at `level` (or all it has, if fewer)."""
 
     level: str = "zone"
+    """The level, by name."""
     domains: Annotated[int, Field(ge=1)] = 1
+    """Least number of domains a workload keeps at `level`."""
 
 
 class Protections(_Strict):
@@ -246,13 +279,19 @@ class Protections(_Strict):
     priority_threshold: int | None = None
     """Pods with this priority or higher are protected."""
     evict_system_critical: bool = False
+    """Move pods of priority class system-cluster-critical or system-node-critical."""
     evict_bare_pods: bool = False
+    """Move pods with no controller, which would not come back."""
     evict_local_storage: bool = False
+    """Move pods with emptyDir or hostPath volumes, whose data is lost on eviction."""
     evict_pvc: bool = False
+    """Move pods with PersistentVolumeClaims, whose volumes may be bound to a zone."""
     evict_single_replica: bool = False
+    """Move workloads of one replica, which are down while the replacement starts."""
     honor_soft_spread: bool = True
     """Treat ScheduleAnyway topology spread constraints as hard when judging a move."""
     min_spread: SpreadFloor = SpreadFloor()
+    """No move may leave a workload in fewer domains than this."""
 
 
 NonNegativeLimit = Annotated[int | None, Field(ge=0)]
@@ -262,10 +301,15 @@ class Limits(_Strict):
     """Eviction budgets on top of PDBs; None means no limit at that scope."""
 
     per_cycle: NonNegativeLimit = 10
+    """Evictions per cycle."""
     per_node: NonNegativeLimit = 2
+    """Evictions per cycle from one node."""
     per_namespace: NonNegativeLimit = 5
+    """Evictions per cycle in one namespace."""
     per_workload: NonNegativeLimit = 1
+    """Evictions per cycle of one workload."""
     per_zone: NonNegativeLimit = 3
+    """Evictions per cycle from one zone."""
 
 
 class Cooldown(_Strict):
@@ -293,22 +337,37 @@ class Price(_Strict):
     per_gb_cross_zone: Annotated[float, Field(ge=0)] = 0.02
     """Billed per GB that crosses a zone, both sides counted (AWS: $0.01 each way)."""
     currency: str = "USD"
+    """Label of the cost metrics; the price above is in it."""
 
 
 class Policy(_Strict):
     mode: Literal["dry-run", "evict", "migrate"] = "dry-run"
+    """`dry-run` plans and evicts nothing; `evict` evicts through the Eviction API; `migrate`
+    also steers each replacement to the planned domain (needs the webhook)."""
     interval_seconds: Annotated[float, Field(gt=0)] = 300
+    """Time between cycles; a new value takes effect after the next cycle."""
     topology: TopologyPolicy = TopologyPolicy()
+    """The network levels, from node labels."""
     traffic: TrafficSource = HubbleSource(source="hubble")
+    """Where pod-to-pod traffic is read: `hubble`, `istio` or `custom` PromQL."""
     strategies: tuple[StrategyConfig, ...] = Field(default_factory=_default_strategies)
+    """The strategies that propose moves, each at most once."""
     thresholds: Thresholds = Thresholds()
+    """How much traffic and gain is worth acting on."""
     scope: Scope = Scope()
+    """Which pods may be moved."""
     protections: Protections = Protections()
+    """Pods never moved unless allowed here."""
     limits: Limits = Limits()
+    """Eviction budgets, on top of PDBs."""
     cooldown: Cooldown = Cooldown()
+    """How long a moved workload is left alone."""
     persistence: Persistence = Persistence()
+    """How long a move must keep being proposed before it is made."""
     migrate: Migrate = Migrate()
+    """How migrate mode steers replacements."""
     price: Price = Price()
+    """The price of cross-zone traffic, for the cost figures."""
 
     @model_validator(mode="after")
     def _levels_named_exist(self) -> Policy:

@@ -23,10 +23,12 @@ Location = tuple[str | None, ...]
 class TopologyLevel(BaseModel):
     """One level of the network hierarchy, from a node label."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
 
     name: Annotated[str, Field(min_length=1, pattern=r"^[a-z0-9][a-z0-9-]*$")]
+    """How strategies, limits and metrics refer to the level, for example `rack`."""
     label: Annotated[str, Field(min_length=1)]
+    """The node label whose value names a node's domain at this level."""
     weight: Annotated[float, Field(gt=0)]
     """Cost of one unit of traffic whose endpoints first differ at this level."""
 

@@ -20,7 +20,7 @@ from rebalancer.topology import Domain, Topology
 class StrategyArgs(BaseModel):
     """Args shared by every strategy; each strategy extends it with its own, with defaults."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
 
     level: str = "zone"
     """The topology level, by name, at which the strategy judges placements."""

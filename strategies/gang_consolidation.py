@@ -24,9 +24,12 @@ PLUGIN_NAME = "gang-consolidation"
 
 class GangConsolidationArgs(StrategyArgs):
     group_by: Literal["label", "community"] = "label"
+    """`label`: groups are pods sharing a label value; `community`: groups are found in the
+    traffic graph (Louvain), for gangs that carry no common label."""
     group_label: str = "job-name"
     """With group_by=label: pods of one namespace sharing this label's value form a group."""
     min_group_size: Annotated[int, Field(ge=2)] = 2
+    """Smaller groups are left to split-peers."""
     min_internal_share: Annotated[float, Field(ge=0, le=1)] = 0.5
     """Least share of the group's traffic that stays inside the group: "tightly communicating"."""
     resolution: Annotated[float, Field(gt=0)] = 1.0

@@ -1,0 +1,52 @@
+"""The policy's documentation is generated from the model: it must be current and complete."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+import yaml
+from pydantic import Field
+
+from rebalancer.policy import Policy, parse_policy
+from rebalancer.policy_reference import (
+    DEFAULT_POLICY,
+    README,
+    default_policy_configmap,
+    default_policy_yaml,
+    readme_with_reference,
+    reference_markdown,
+    type_name,
+)
+
+REGENERATE = "out of date: run `python -m rebalancer.policy_reference`"
+
+
+def test_the_readme_reference_is_current() -> None:
+    text = README.read_text()
+    assert readme_with_reference(text) == text, REGENERATE
+
+
+def test_the_deployed_default_policy_is_current_and_is_the_default() -> None:
+    assert DEFAULT_POLICY.read_text() == default_policy_configmap(), REGENERATE
+    config_map = yaml.safe_load(DEFAULT_POLICY.read_text())
+    policy = parse_policy(config_map["data"]["policy.yaml"], str(DEFAULT_POLICY))
+    assert policy == Policy()
+    assert policy.mode == "dry-run"
+
+
+def test_the_commented_defaults_parse_back_to_the_defaults() -> None:
+    assert parse_policy(default_policy_yaml(), "generated") == Policy()
+
+
+def test_every_field_is_explained() -> None:
+    rows = [line for line in reference_markdown().splitlines() if line.startswith("| `")]
+    assert len(rows) > 60
+    unexplained = [row.split("|")[1].strip() for row in rows if row.rstrip().endswith("|  |")]
+    assert unexplained == []
+
+
+def test_type_names_read_as_prose() -> None:
+    assert type_name(Literal["a", "b"]) == "`a` or `b`"
+    assert type_name(Annotated[int | None, Field(ge=0)]) == "integer, or null"
+    assert type_name(tuple[str, ...]) == "list of string"
+    assert type_name(dict[str, str]) == "map of string to string"
