@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds the real control plane the tests run (kube-apiserver, kube-controller-manager,
-# kube-scheduler, etcd and kwok) from the Go modules pinned under tools/, into a cache outside the
+# kube-scheduler, etcd and kwok), and kubectl for the deploy/ tests, from the Go modules pinned under tools/, into a cache outside the
 # checkout keyed by version, so later runs and CI on the same machine reuse them.
 #
 # Progress goes to stderr; the last line on stdout is the directory that holds every binary and
@@ -38,7 +38,7 @@ minor=${minor%%.*}
 kube_ldflags="-X k8s.io/component-base/version.gitVersion=$kube_version"
 kube_ldflags+=" -X k8s.io/component-base/version.gitMajor=1"
 kube_ldflags+=" -X k8s.io/component-base/version.gitMinor=$minor"
-for component in kube-apiserver kube-controller-manager kube-scheduler; do
+for component in kube-apiserver kube-controller-manager kube-scheduler kubectl; do
     build kube "$component" "k8s.io/kubernetes/cmd/$component" "$kube_ldflags"
 done
 build etcd etcd go.etcd.io/etcd/server/v3

@@ -1,10 +1,11 @@
 //go:build tools
 
-// Package tools pins the Kubernetes control-plane commands the tests build.
+// Package tools pins the Kubernetes control-plane commands (and kubectl) the tests build.
 package tools
 
 import (
 	_ "k8s.io/kubernetes/cmd/kube-apiserver"
 	_ "k8s.io/kubernetes/cmd/kube-controller-manager"
 	_ "k8s.io/kubernetes/cmd/kube-scheduler"
+	_ "k8s.io/kubernetes/cmd/kubectl"
 )
