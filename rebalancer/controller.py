@@ -14,7 +14,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Literal, Protocol
+from typing import Literal, Protocol, get_args
 
 from apscheduler.events import EVENT_JOB_ERROR, EVENT_JOB_MAX_INSTANCES, JobExecutionEvent
 from apscheduler.schedulers.background import BackgroundScheduler
@@ -28,7 +28,7 @@ from rebalancer.hints import HintStore
 from rebalancer.landing import Landing, judge
 from rebalancer.metrics import ControllerMetrics
 from rebalancer.planner import PlannerState
-from rebalancer.policy import Policy
+from rebalancer.policy import Mode, Policy
 from rebalancer.snapshot import Snapshot
 from rebalancer.sources import ReloadResult
 from rebalancer.traffic import PrometheusReader, TrafficFailure, build_queries, read_traffic
@@ -103,6 +103,9 @@ class Controller:
             self.metrics.policy_reloads.labels(reload).inc()
         self.metrics.policy_generation.set(self.policies.generation)
         self.interval_seconds = policy.interval_seconds
+        self.metrics.interval.set(policy.interval_seconds)
+        for mode in get_args(Mode):
+            self.metrics.mode.labels(mode).set(1 if mode == policy.mode else 0)
         if policy.mode == "migrate" and self.hints is None:
             return CycleReport("error", "migrate mode needs the webhook (--webhook-port)")
         snapshot = self.snapshots()
@@ -115,6 +118,7 @@ class Controller:
         state = self._judge_landings(self.state.load(), snapshot, now)
         outcome = plan_cycle(policy, snapshot, traffic, state, now=now)
         if outcome.failure is not None:
+            self.metrics.traffic_failures.labels(outcome.failure.reason).inc()
             self.state.save(outcome.state)
             result: CycleResult = (
                 "skipped-stale" if outcome.failure.reason == "stale" else "skipped-no-data"

@@ -59,6 +59,17 @@ class ControllerMetrics:
             "policy_reloads", "Policy reads that changed something.", ["result"]
         )
         self.policy_generation = gauge("policy_generation", "Policies accepted since start.")
+        self.mode = gauge(
+            "mode", "1 for the mode of the policy in force, 0 for the others.", ["mode"]
+        )
+        self.interval = gauge(
+            "interval_seconds", "The policy's cycle interval, for alerts counted in cycles."
+        )
+        self.traffic_failures = counter(
+            "traffic_failures",
+            "Cycles that moved nothing because the traffic data could not be trusted, by reason.",
+            ["reason"],
+        )
         self.leader = gauge("leader", "1 while this replica holds the lease and acts.")
         self.last_success = gauge(
             "last_success_timestamp_seconds", "When the last cycle that could act ended."

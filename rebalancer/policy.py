@@ -35,6 +35,7 @@ class _Strict(BaseModel):
 
 
 TopologyPreset = Literal["kubernetes", "aws", "gke"]
+Mode = Literal["dry-run", "evict", "migrate"]
 
 PRESET_LEVELS: dict[str, tuple[TopologyLevel, ...]] = {
     "kubernetes": (
@@ -341,7 +342,7 @@ class Price(_Strict):
 
 
 class Policy(_Strict):
-    mode: Literal["dry-run", "evict", "migrate"] = "dry-run"
+    mode: Mode = "dry-run"
     """`dry-run` plans and evicts nothing; `evict` evicts through the Eviction API; `migrate`
     also steers each replacement to the planned domain (needs the webhook)."""
     interval_seconds: Annotated[float, Field(gt=0)] = 300

@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import networkx as nx
 from kubernetes import client
@@ -27,7 +27,7 @@ from rebalancer.hints import HintStore
 from rebalancer.kube import list_raw, read_snapshot
 from rebalancer.metrics import ControllerMetrics
 from rebalancer.planner import Move
-from rebalancer.policy import Policy
+from rebalancer.policy import Mode, Policy
 from rebalancer.scenario import Scenario
 from rebalancer.serving_keys import shared_serving_keys
 from rebalancer.sources import ConfigMapState, FixedPolicy
@@ -38,7 +38,6 @@ from rebalancer.testing.live import live_scenario
 from rebalancer.testing.process import free_port
 from rebalancer.webhook import WebhookServer, webhook_configuration
 
-Mode = Literal["dry-run", "evict", "migrate"]
 CONTROLLER_NAMESPACE = "topology-rebalancer"
 WEBHOOK_CONFIGURATION = "topology-rebalancer"
 SETTLE_SECONDS = 60.0

@@ -215,6 +215,7 @@ def test_no_prometheus_means_no_evictions(setup: Setup) -> None:
     assert report.result == "skipped-no-data"
     assert report.outcomes == ()
     assert "unreachable" in report.detail
+    assert controller.metrics.traffic_failures.labels("unreachable")._value.get() == 1
     assert setup.pod_names("client") | setup.pod_names("server") == before
 
 
@@ -335,6 +336,8 @@ def test_metrics_show_the_true_figures(setup: Setup, tmp_path: Path) -> None:
     assert value("policy_generation") == 1
     assert value("leader") == 1
     assert value("last_success_timestamp_seconds") >= started
+    assert (value("mode", mode="dry-run"), value("mode", mode="evict")) == (1, 0)
+    assert value("interval_seconds") == 2  # as the policy above says
 
 
 def test_a_policy_change_applies_at_the_next_cycle(setup: Setup) -> None:

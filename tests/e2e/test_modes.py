@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from rebalancer.policy import load_policy
+from rebalancer.policy import Mode, load_policy
 from rebalancer.scenario import load_scenario
-from rebalancer.testing.trial import Mode, TrialSummary, run_trial
+from rebalancer.testing.trial import TrialSummary, run_trial
 
 pytestmark = pytest.mark.e2e
 
