@@ -10,6 +10,7 @@ from pydantic import Field
 from rebalancer.policy import Policy, parse_policy
 from rebalancer.policy_reference import (
     DEFAULT_POLICY,
+    OVERLAY_POLICIES,
     README,
     default_policy_configmap,
     default_policy_yaml,
@@ -32,6 +33,13 @@ def test_the_deployed_default_policy_is_current_and_is_the_default() -> None:
     policy = parse_policy(config_map["data"]["policy.yaml"], str(DEFAULT_POLICY))
     assert policy == Policy()
     assert policy.mode == "dry-run"
+
+
+def test_the_overlay_policies_are_current_and_differ_only_in_mode() -> None:
+    for mode, path in OVERLAY_POLICIES.items():
+        assert path.read_text() == default_policy_configmap(mode), REGENERATE
+        config_map = yaml.safe_load(path.read_text())
+        assert parse_policy(config_map["data"]["policy.yaml"], str(path)) == Policy(mode=mode)
 
 
 def test_the_commented_defaults_parse_back_to_the_defaults() -> None:

