@@ -55,4 +55,17 @@ if [[ ! -f "$bin/stages.yaml" ]]; then
     done >"$bin/stages.yaml.partial"
     mv "$bin/stages.yaml.partial" "$bin/stages.yaml"
 fi
+# The Prometheus Operator's CRDs (ServiceMonitor, PrometheusRule), so deploy/ can be applied to the
+# test API server; they ship in the operator's Go module, which the module proxy serves.
+operator=github.com/prometheus-operator/prometheus-operator@v0.89.0
+crds="$bin/crds-${operator##*@}"
+if [[ ! -d "$crds" ]]; then
+    say "fetching the Prometheus Operator CRDs from $operator"
+    source_dir=$(cd "$here/kube" && go mod download -json "$operator" | sed -n 's/^\t"Dir": "\(.*\)",$/\1/p')
+    mkdir -p "$crds.partial"
+    for kind in servicemonitors prometheusrules; do
+        cp "$source_dir/example/prometheus-operator-crd/monitoring.coreos.com_$kind.yaml" "$crds.partial/"
+    done
+    mv "$crds.partial" "$crds"
+fi
 echo "$bin"

@@ -197,10 +197,14 @@ class LocalCluster:
 
     def _write_kubeconfig(self) -> None:
         assert self.pki is not None
+        user = {
+            "client-certificate-data": _encoded(self.pki.admin_cert),
+            "client-key-data": _encoded(self.pki.admin_key),
+        }
+        self._write_kubeconfig_for(user, self.kubeconfig)
 
-        def encoded(path: Path) -> str:
-            return base64.b64encode(path.read_bytes()).decode()
-
+    def _write_kubeconfig_for(self, user: dict[str, str], path: Path) -> None:
+        assert self.pki is not None
         document = {
             "apiVersion": "v1",
             "kind": "Config",
@@ -209,24 +213,27 @@ class LocalCluster:
                     "name": "local",
                     "cluster": {
                         "server": self.server,
-                        "certificate-authority-data": encoded(self.pki.ca_cert),
+                        "certificate-authority-data": _encoded(self.pki.ca_cert),
                     },
                 }
             ],
-            "users": [
-                {
-                    "name": "admin",
-                    "user": {
-                        "client-certificate-data": encoded(self.pki.admin_cert),
-                        "client-key-data": encoded(self.pki.admin_key),
-                    },
-                }
-            ],
-            "contexts": [{"name": "local", "context": {"cluster": "local", "user": "admin"}}],
+            "users": [{"name": "user", "user": user}],
+            "contexts": [{"name": "local", "context": {"cluster": "local", "user": "user"}}],
             "current-context": "local",
         }
-        self.kubeconfig.write_text(yaml.safe_dump(document))
-        self.kubeconfig.chmod(0o600)
+        path.write_text(yaml.safe_dump(document))
+        path.chmod(0o600)
+
+    def service_account_kubeconfig(self, namespace: str, name: str, path: Path) -> Path:
+        """A kubeconfig that authenticates as the ServiceAccount, with a bound token from the
+        TokenRequest API, as a pod running under that account would."""
+        core = client.CoreV1Api(self.api_client())
+        request = client.AuthenticationV1TokenRequest(
+            spec=client.V1TokenRequestSpec(audiences=[], expiration_seconds=3600)
+        )
+        answer: Any = core.create_namespaced_service_account_token(name, namespace, request)
+        self._write_kubeconfig_for({"token": answer.status.token}, path)
+        return path
 
     def _start_controllers(self) -> None:
         assert self.pki is not None
@@ -411,6 +418,10 @@ class LocalCluster:
             timeout,
             f"{count} ready pods of {namespace}/{app}",
         )
+
+
+def _encoded(path: Path) -> str:
+    return base64.b64encode(path.read_bytes()).decode()
 
 
 def _healthy(port: int) -> bool:

@@ -1,0 +1,226 @@
+"""deploy/ on the real API server: every overlay passes a server-side dry-run; the controller,
+authenticated as the ServiceAccount deploy/ creates (a bound token, not admin), runs a whole
+migrate cycle with the rights deploy/ grants; and what it was not granted is refused."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import requests
+import yaml
+from kubernetes import client, config
+from prometheus_client.parser import text_string_to_metric_families
+
+from rebalancer.testing.cluster import LocalCluster, build_binaries
+from rebalancer.testing.deploy import DEPLOY, OVERLAYS, build_overlay, controller_args, kubectl
+from rebalancer.testing.live import live_scenario
+from rebalancer.testing.process import free_port, wait_until
+from tests.conftest import LIVE_POLICY_YAML, split_pair_scenario
+
+pytestmark = pytest.mark.e2e
+
+NAMESPACE = "topology-rebalancer"
+WORKLOADS = "rbac"
+ACCOUNT = "topology-rebalancer"
+POLICY = (
+    LIVE_POLICY_YAML
+    + f"""
+mode: migrate
+interval_seconds: 3
+scope: {{namespaces: {{include: [{WORKLOADS}]}}}}
+persistence: {{cycles: 1}}
+cooldown: {{per_workload_seconds: 0}}
+thresholds: {{min_gain: 1, min_gain_ratio: 0}}
+"""
+)
+
+
+def _kubectl(cluster: LocalCluster, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [kubectl(), "--kubeconfig", str(cluster.kubeconfig), *args],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=120,
+    )
+
+
+@pytest.fixture(scope="module")
+def operator_crds(cluster: LocalCluster) -> None:
+    """ServiceMonitor and PrometheusRule, so the API server can validate deploy/'s own."""
+    [crds] = build_binaries().glob("crds-*")
+    applied = _kubectl(cluster, "apply", "--server-side", "-f", str(crds))
+    assert applied.returncode == 0, applied.stderr
+    waited = _kubectl(
+        cluster, "wait", "--for=condition=Established", "--timeout=60s", "-f", str(crds)
+    )
+    assert waited.returncode == 0, waited.stderr
+    cluster.ensure_namespace(NAMESPACE)
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_every_overlay_passes_a_server_side_dry_run(
+    cluster: LocalCluster, operator_crds: None, overlay: str
+) -> None:
+    result = _kubectl(
+        cluster, "apply", "--dry-run=server", "-k", str(DEPLOY / "overlays" / overlay)
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.count("(server dry run)") == len(build_overlay(overlay))
+
+
+@pytest.fixture(scope="module")
+def installed(
+    cluster: LocalCluster, operator_crds: None, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Path]:
+    """The migrate overlay applied for real, its policy set for a quick test, and a kubeconfig
+    for its ServiceAccount. The webhook is pointed at the controller the test runs on loopback."""
+    applied = _kubectl(cluster, "apply", "-k", str(DEPLOY / "overlays" / "migrate"))
+    assert applied.returncode == 0, applied.stderr
+    core = client.CoreV1Api(cluster.api_client())
+    core.patch_namespaced_config_map(
+        "topology-rebalancer-policy", NAMESPACE, {"data": {"policy.yaml": POLICY}}
+    )
+    workdir = tmp_path_factory.mktemp("deploy")
+    kubeconfig = cluster.service_account_kubeconfig(NAMESPACE, ACCOUNT, workdir / "sa.kubeconfig")
+    try:
+        yield kubeconfig
+    finally:
+        deleted = _kubectl(
+            cluster, "delete", "--wait=false", "-k", str(DEPLOY / "overlays" / "migrate")
+        )
+        assert deleted.returncode == 0, deleted.stderr
+
+
+def _samples(port: int) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    text = requests.get(f"http://127.0.0.1:{port}/metrics", timeout=2).text
+    return {
+        (sample.name, tuple(sorted(sample.labels.items()))): sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+    }
+
+
+def _total(
+    samples: dict[tuple[str, tuple[tuple[str, str], ...]], float], name: str, **labels: str
+) -> float:
+    return sum(
+        value
+        for (sample, found), value in samples.items()
+        if sample == name and all((key, v) in found for key, v in labels.items())
+    )
+
+
+def test_the_service_account_runs_a_whole_migrate_cycle(
+    cluster: LocalCluster, installed: Path, tmp_path: Path
+) -> None:
+    webhook_port, metrics_port = free_port(), free_port()
+    admission = client.AdmissionregistrationV1Api(cluster.api_client())
+    # The cluster cannot reach a Service on this machine; the URL reaches the same controller.
+    admission.patch_mutating_webhook_configuration(
+        "topology-rebalancer",
+        [
+            {
+                "op": "replace",
+                "path": "/webhooks/0/clientConfig",
+                "value": {"url": f"https://127.0.0.1:{webhook_port}/mutate"},
+            }
+        ],
+    )
+    scenario = split_pair_scenario(WORKLOADS)
+    with live_scenario(cluster, scenario, tmp_path / "prometheus") as (_truth, prometheus):
+        objects = build_overlay("migrate")
+        args = controller_args(
+            objects, {"PROMETHEUS_URL": prometheus.url, "POD_NAMESPACE": NAMESPACE}
+        )
+        flags = {arg.split("=", 1)[0]: arg for arg in args}
+        flags["--metrics-port"] = f"--metrics-port={metrics_port}"
+        flags["--webhook-port"] = f"--webhook-port={webhook_port}"
+        command = [
+            sys.executable,
+            "-m",
+            "rebalancer.cli",
+            "run",
+            *flags.values(),
+            "--metrics-address=127.0.0.1",
+            f"--kubeconfig={installed}",
+        ]
+        log = tmp_path / "controller.log"
+        with log.open("w") as output:
+            replica = subprocess.Popen(
+                command,
+                stderr=output,
+                stdout=output,
+                env={**os.environ, "POD_NAME": "rebalancer-test-0"},
+            )
+        try:
+            wait_until(
+                lambda: _total(_samples(metrics_port), "topology_rebalancer_landings_total") >= 1,
+                120,
+                "an eviction, its replacement and the landing judged",
+            )
+            samples = _samples(metrics_port)
+        finally:
+            replica.send_signal(signal.SIGTERM)
+            replica.wait(timeout=30)
+    lines = [json.loads(line) for line in log.read_text().splitlines() if line.startswith("{")]
+    refused = [
+        line["message"]
+        for line in lines
+        if "403" in line["message"] or "Forbidden" in line["message"]
+    ]
+    assert refused == []
+    assert _total(samples, "topology_rebalancer_evictions_total", result="evicted") >= 1
+    assert _total(samples, "topology_rebalancer_landings_total", result="landed-in-target") >= 1
+    core = client.CoreV1Api(cluster.api_client())
+    secret: Any = core.read_namespaced_secret("topology-rebalancer-webhook", NAMESPACE)
+    [webhook] = admission.read_mutating_webhook_configuration("topology-rebalancer").webhooks or []
+    assert webhook.client_config.ca_bundle == secret.data["ca.crt"]
+    lease: Any = client.CoordinationV1Api(cluster.api_client()).read_namespaced_lease(
+        "topology-rebalancer", NAMESPACE
+    )
+    assert lease.spec.holder_identity == "rebalancer-test-0"
+    state: Any = core.read_namespaced_config_map("topology-rebalancer-state", NAMESPACE)
+    assert "state.json" in (state.data or {})
+
+
+def test_what_deploy_does_not_grant_is_refused(cluster: LocalCluster, installed: Path) -> None:
+    api = config.new_client_from_config(config_file=str(installed))  # type: ignore[no-untyped-call]
+    core = client.CoreV1Api(api)
+    admission = client.AdmissionregistrationV1Api(api)
+    pod = client.V1Pod(
+        metadata=client.V1ObjectMeta(name="x"),
+        spec=client.V1PodSpec(containers=[client.V1Container(name="x", image="x")]),
+    )
+    forbidden: dict[str, Callable[[], Any]] = {
+        "delete a pod": lambda: core.delete_namespaced_pod("any", WORKLOADS),
+        "list Secrets in its own namespace": lambda: core.list_namespaced_secret(NAMESPACE),
+        "read a Secret elsewhere": lambda: core.read_namespaced_secret("any", "default"),
+        "update another ConfigMap": lambda: core.replace_namespaced_config_map(
+            "other", NAMESPACE, client.V1ConfigMap(metadata=client.V1ObjectMeta(name="other"))
+        ),
+        "patch another webhook": lambda: admission.patch_mutating_webhook_configuration(
+            "someone-elses", [{"op": "add", "path": "/metadata/labels", "value": {}}]
+        ),
+        "create a pod": lambda: core.create_namespaced_pod(WORKLOADS, pod),
+    }
+    statuses = {}
+    for what, call in forbidden.items():
+        try:
+            call()
+            statuses[what] = 200
+        except client.ApiException as error:
+            statuses[what] = error.status
+    assert statuses == dict.fromkeys(forbidden, 403)
+    # and what it was granted works with the same credentials
+    assert core.list_node().items
+    policy: Any = core.read_namespaced_config_map("topology-rebalancer-policy", NAMESPACE)
+    assert yaml.safe_load(policy.data["policy.yaml"])["mode"] == "migrate"
