@@ -14,14 +14,14 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Literal, Protocol, get_args
+from typing import Protocol, get_args
 
 from apscheduler.events import EVENT_JOB_ERROR, EVENT_JOB_MAX_INSTANCES, JobExecutionEvent
 from apscheduler.schedulers.background import BackgroundScheduler
 from apscheduler.triggers.interval import IntervalTrigger
 from kubernetes import client
 
-from rebalancer.engine import plan_cycle
+from rebalancer.engine import CycleResult, plan_cycle
 from rebalancer.errors import InputError, SourceUnavailableError
 from rebalancer.executor import EventRecorder, EvictionExecutor, Outcome, Steering
 from rebalancer.hints import HintStore
@@ -33,7 +33,6 @@ from rebalancer.snapshot import Snapshot
 from rebalancer.sources import ReloadResult
 from rebalancer.traffic import PrometheusReader, TrafficFailure, build_queries, read_traffic
 
-CycleResult = Literal["ok", "skipped-no-data", "skipped-stale", "error"]
 _log = logging.getLogger(__name__)
 
 

@@ -7,6 +7,7 @@ The CLI, the controller and the simulator all call `plan_cycle`, so the moves a 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
 from rebalancer.fit import Occupancy
 from rebalancer.graph import CostModel, build_graph
@@ -17,6 +18,9 @@ from rebalancer.topology import Topology
 from rebalancer.traffic import PodTraffic, TrafficFailure
 from strategies.base import Candidate, ClusterView
 from strategies.registry import STRATEGIES
+
+CycleResult = Literal["ok", "skipped-no-data", "skipped-stale", "error"]
+"""How a controller cycle ended: only `ok` may act; the others moved nothing, and say why."""
 
 
 @dataclass(frozen=True)

@@ -9,13 +9,19 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Iterable
 from socketserver import ThreadingMixIn
-from typing import Any
+from typing import Any, get_args
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, make_wsgi_app
 
+from rebalancer.engine import CycleResult
+from rebalancer.executor import EvictionResult
 from rebalancer.graph import Figures
-from rebalancer.planner import Plan
+from rebalancer.landing import LandingResult
+from rebalancer.planner import Plan, SkipCategory
+from rebalancer.sources import ReloadResult
+from rebalancer.traffic import FailureReason
+from strategies.registry import STRATEGIES
 
 PREFIX = "topology_rebalancer"
 
@@ -74,6 +80,25 @@ class ControllerMetrics:
         self.last_success = gauge(
             "last_success_timestamp_seconds", "When the last cycle that could act ended."
         )
+
+        self._start_at_zero()
+
+    def _start_at_zero(self) -> None:
+        """Create every series of the bounded label sets now, at 0, so rate() and increase()
+        see the first event and a dashboard panel shows 0 instead of "no data"."""
+        for cycle_result in get_args(CycleResult):
+            self.cycles.labels(cycle_result)
+        for eviction_result in get_args(EvictionResult):
+            for strategy in STRATEGIES:
+                self.evictions.labels(eviction_result, strategy)
+        for landing_result in get_args(LandingResult):
+            self.landings.labels(landing_result)
+        for category in get_args(SkipCategory):
+            self.skips.labels(category)
+        for reload_result in get_args(ReloadResult):
+            self.policy_reloads.labels(reload_result)
+        for reason in get_args(FailureReason):
+            self.traffic_failures.labels(reason)
 
     def observe_plan(self, plan: Plan, currency: str) -> None:
         self._observe_figures(plan.before, "current", currency)

@@ -3,19 +3,25 @@ and scraped by Prometheus, ready once rate() over the window tells the truth."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
 from rebalancer.scenario import Scenario
 from rebalancer.testing.cluster import LocalCluster
 from rebalancer.testing.exporter import ClusterTraffic, FlowCounters, serve
-from rebalancer.testing.prometheus import PrometheusServer
+from rebalancer.testing.prometheus import PrometheusServer, ScrapeJob
 
 
 @contextmanager
 def live_scenario(
-    cluster: LocalCluster, scenario: Scenario, workdir: Path, window_seconds: int = 10
+    cluster: LocalCluster,
+    scenario: Scenario,
+    workdir: Path,
+    window_seconds: int = 10,
+    *,
+    extra_jobs: Mapping[str, ScrapeJob] | None = None,
+    rule_files: Sequence[Path] = (),
 ) -> Iterator[tuple[ClusterTraffic, PrometheusServer]]:
     """Yields the ground truth and the Prometheus that watches it, and stops Prometheus after.
 
@@ -27,7 +33,9 @@ def live_scenario(
     namespaces = "|".join(sorted({w.namespace for w in scenario.workloads}))
     series = len(traffic.rates())
     with serve(FlowCounters(traffic.rates)) as target:
-        prometheus = PrometheusServer(workdir, [target])
+        prometheus = PrometheusServer(
+            workdir, [target], extra_jobs=extra_jobs, rule_files=rule_files
+        )
         try:
             prometheus.wait_ready()
             prometheus.wait_for(

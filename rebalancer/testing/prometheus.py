@@ -7,19 +7,36 @@ windows, staleness, error bodies and timeouts.
 from __future__ import annotations
 
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import requests
+import yaml
 
 from rebalancer.testing.process import free_port, spawn, wait_until
 
 
-class PrometheusServer:
-    """Debian's `prometheus` on a free loopback port, scraping the given targets every second."""
+@dataclass(frozen=True)
+class ScrapeJob:
+    targets: list[str]
+    labels: dict[str, str] = field(default_factory=dict)
+    """Added to every scraped series, as a ServiceMonitor adds `namespace`."""
 
-    def __init__(self, workdir: Path, targets: list[str]) -> None:
+
+class PrometheusServer:
+    """Debian's `prometheus` on a free loopback port, scraping the given targets every second
+    (job `hubble`), and any `extra_jobs` (name -> targets and labels), with `rule_files`."""
+
+    def __init__(
+        self,
+        workdir: Path,
+        targets: list[str],
+        *,
+        extra_jobs: Mapping[str, ScrapeJob] | None = None,
+        rule_files: Sequence[Path] = (),
+    ) -> None:
         binary = shutil.which("prometheus")
         if binary is None:
             raise RuntimeError("the prometheus server is not installed (make installs it)")
@@ -27,11 +44,19 @@ class PrometheusServer:
         self.url = f"http://127.0.0.1:{self.port}"
         workdir.mkdir(parents=True, exist_ok=True)
         config = workdir / "prometheus.yml"
-        config.write_text(
-            "global: {scrape_interval: 1s, evaluation_interval: 1s}\n"
-            "scrape_configs:\n"
-            f"  - job_name: hubble\n    static_configs: [{{targets: {targets!r}}}]\n"
-        )
+        jobs = {"hubble": ScrapeJob(targets), **(extra_jobs or {})}
+        document = {
+            "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
+            "rule_files": [str(path) for path in rule_files],
+            "scrape_configs": [
+                {
+                    "job_name": name,
+                    "static_configs": [{"targets": job.targets, "labels": job.labels}],
+                }
+                for name, job in jobs.items()
+            ],
+        }
+        config.write_text(yaml.safe_dump(document))
         self.component = spawn(
             "prometheus",
             [
