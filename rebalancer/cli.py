@@ -38,7 +38,7 @@ from rebalancer.metrics import serve as serve_metrics
 from rebalancer.planner import PlannerState
 from rebalancer.policy import Policy, load_policy
 from rebalancer.report import outcome_json, outcome_table
-from rebalancer.serving_keys import shared_serving_keys
+from rebalancer.serving_keys import issued_serving_keys, shared_serving_keys
 from rebalancer.snapshot import load_snapshot
 from rebalancer.sources import ConfigMapPolicy, ConfigMapState, FixedPolicy, parse_reference
 from rebalancer.tls import ServingKeys
@@ -114,6 +114,13 @@ def _parser() -> argparse.ArgumentParser:
         "--webhook-secret",
         metavar="NAMESPACE/NAME",
         help="Secret the replicas share the webhook CA and certificate in (with --webhook-port)",
+    )
+    run.add_argument(
+        "--webhook-certificates",
+        choices=("self-signed", "issued"),
+        default="self-signed",
+        help="self-signed: the replicas keep their own CA in --webhook-secret and patch caBundle; "
+        "issued: an outside issuer (cert-manager) keeps --webhook-secret and fills caBundle",
     )
     run.add_argument(
         "--hints-configmap",
@@ -225,21 +232,28 @@ def _start_webhook(api: client.ApiClient, args: argparse.Namespace) -> WebhookSe
     hints = HintStore(api, *parse_reference(args.hints_configmap, "--hints-configmap"))
     secret = parse_reference(args.webhook_secret, "--webhook-secret")
 
+    issued = args.webhook_certificates == "issued"
+
     def current_keys() -> ServingKeys:
+        if issued:
+            return issued_serving_keys(api, secret)
         return shared_serving_keys(
             api, secret, dns_names=args.webhook_names.split(","), ip_addresses=["127.0.0.1"]
         )
 
     webhook = WebhookServer(hints, current_keys(), port=args.webhook_port).start()
-    try:
-        webhook.publish_ca(api, args.webhook_config)
-    except ApiException as error:
-        webhook.stop()
-        raise SourceUnavailableError(
-            f"MutatingWebhookConfiguration {args.webhook_config}: HTTP {error.status}"
-        ) from None
+    if not issued:
+        try:
+            webhook.publish_ca(api, args.webhook_config)
+        except ApiException as error:
+            webhook.stop()
+            raise SourceUnavailableError(
+                f"MutatingWebhookConfiguration {args.webhook_config}: HTTP {error.status}"
+            ) from None
     webhook.keep_fresh(
-        current_keys, every_seconds=KEY_REFRESH_SECONDS, api=api, configuration=args.webhook_config
+        current_keys,
+        every_seconds=KEY_REFRESH_SECONDS,
+        publish_to=None if issued else (api, args.webhook_config),
     )
     return webhook
 

@@ -21,25 +21,52 @@ from kubernetes.client.exceptions import ApiException
 from urllib3.exceptions import HTTPError
 
 from rebalancer.errors import SourceUnavailableError
-from rebalancer.tls import ServingKeys, issue_serving_keys, renewed, unfit_because
+from rebalancer.tls import ServingKeys, issue_serving_keys, pair_problem, renewed, unfit_because
 
 _log = logging.getLogger(__name__)
 _FIELDS = {"ca.crt": "ca", "ca.key": "ca_key", "tls.crt": "certificate", "tls.key": "key"}
+_ISSUED_FIELDS = {field: attribute for field, attribute in _FIELDS.items() if field != "ca.key"}
+"""What an outside issuer such as cert-manager writes: no CA key, which stays with the issuer."""
 _ATTEMPTS = 5
 
 
-def keys_from_secret(data: dict[str, str] | None) -> ServingKeys | None:
-    """The keys in a Secret's data, or None when a field is missing or not base64."""
+def keys_from_secret(
+    data: dict[str, str] | None, fields: dict[str, str] = _FIELDS
+) -> ServingKeys | None:
+    """The keys in a Secret's data, or None when one of `fields` is missing or not base64."""
     data = data or {}
     try:
-        return ServingKeys(
-            **{
-                attribute: base64.b64decode(data[field], validate=True)
-                for field, attribute in _FIELDS.items()
-            }
-        )
+        decoded = {
+            attribute: base64.b64decode(data[field], validate=True)
+            for field, attribute in fields.items()
+        }
     except (KeyError, binascii.Error):
         return None
+    return ServingKeys(**{"ca_key": b"", **decoded})
+
+
+def issued_serving_keys(api: client.ApiClient, secret: tuple[str, str]) -> ServingKeys:
+    """Keys an outside issuer keeps in the Secret (cert-manager's Certificate, for one): read
+    and served, never written; the issuer renews them and its CA injector fills caBundle."""
+    namespace, name = secret
+    try:
+        current: Any = client.CoreV1Api(api).read_namespaced_secret(name, namespace)
+    except ApiException as error:
+        hint = " (has the issuer issued it yet?)" if error.status == 404 else ""
+        raise SourceUnavailableError(
+            f"Secret {namespace}/{name}: HTTP {error.status}{hint}"
+        ) from None
+    except (HTTPError, OSError) as error:
+        raise SourceUnavailableError(f"Secret {namespace}/{name}: {type(error).__name__}") from None
+    keys = keys_from_secret(current.data, _ISSUED_FIELDS)
+    if keys is None:
+        raise SourceUnavailableError(
+            f"Secret {namespace}/{name}: needs ca.crt, tls.crt and tls.key"
+        )
+    problem = pair_problem(keys)
+    if problem is not None:
+        raise SourceUnavailableError(f"Secret {namespace}/{name}: {problem}")
+    return keys
 
 
 def secret_data(keys: ServingKeys) -> dict[str, str]:

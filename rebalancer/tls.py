@@ -172,3 +172,15 @@ def unfit_because(
     if expiry - now < RENEW_BEFORE:
         return f"it expires at {expiry:%Y-%m-%d}"
     return None
+
+
+def pair_problem(keys: ServingKeys) -> str | None:
+    """Why the serving certificate and key cannot be served together, or None if they can."""
+    try:
+        certificate = x509.load_pem_x509_certificate(keys.certificate)
+        key = serialization.load_pem_private_key(keys.key, password=None)
+    except (ValueError, TypeError) as error:
+        return f"tls.crt or tls.key is unreadable ({type(error).__name__})"
+    if key.public_key() != certificate.public_key():
+        return "tls.key does not match tls.crt"
+    return None

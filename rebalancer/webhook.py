@@ -135,11 +135,12 @@ class WebhookServer:
         source: Callable[[], ServingKeys],
         *,
         every_seconds: float,
-        api: client.ApiClient,
-        configuration: str,
+        publish_to: tuple[client.ApiClient, str] | None,
     ) -> None:
         """Reload from `source` now and then, so a certificate renewed in the shared Secret (by
-        any replica) is served here before the old one expires; a new CA is published too."""
+        any replica, or by an outside issuer) is served here before the old one expires. A new
+        CA is published to the webhook configuration `publish_to` names, if any: with an outside
+        issuer its CA injector does that instead."""
 
         def refresh() -> None:
             while not self._stopped.wait(every_seconds):
@@ -149,8 +150,8 @@ class WebhookServer:
                         continue
                     new_ca = keys.ca != self.keys.ca
                     self.load(keys)
-                    if new_ca:
-                        self.publish_ca(api, configuration)
+                    if new_ca and publish_to is not None:
+                        self.publish_ca(*publish_to)
                     _log.info("webhook serving a renewed certificate (new CA: %s)", new_ca)
                 except (SourceUnavailableError, ApiException, HTTPError, OSError) as error:
                     _log.warning("webhook keys not refreshed: %s", str(error).splitlines()[0])

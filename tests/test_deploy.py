@@ -15,12 +15,19 @@ import yaml
 
 from rebalancer.cli import _parser
 from rebalancer.policy import load_policy, parse_policy
-from rebalancer.testing.deploy import OVERLAYS, build_overlay, controller_args, find, kubectl
+from rebalancer.testing.deploy import (
+    OVERLAY_MODES,
+    OVERLAYS,
+    build_overlay,
+    controller_args,
+    find,
+    kubectl,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
-CUSTOM_KINDS = {"ServiceMonitor", "PrometheusRule"}
-"""Prometheus Operator kinds, which the Kubernetes schemas do not cover; the e2e test installs
-their CRDs and has the API server validate them."""
+CUSTOM_KINDS = {"ServiceMonitor", "PrometheusRule", "Issuer", "Certificate"}
+"""Prometheus Operator and cert-manager kinds, which the Kubernetes schemas do not cover; the e2e
+test installs their CRDs and has the API server validate them."""
 CLUSTER_SCOPED = {
     "Namespace",
     "ClusterRole",
@@ -44,17 +51,21 @@ def test_every_object_is_valid_against_the_kubernetes_schemas(overlay: str) -> N
 def test_each_overlay_runs_its_mode_with_flags_the_cli_takes(overlay: str) -> None:
     objects = build_overlay(overlay)
     config_map = find(objects, "ConfigMap", "topology-rebalancer-policy")
-    assert parse_policy(config_map["data"]["policy.yaml"], overlay).mode == overlay
+    assert parse_policy(config_map["data"]["policy.yaml"], overlay).mode == OVERLAY_MODES[overlay]
     args = _parser().parse_args(["run", *controller_args(objects, ENV)])
     assert (
         args.leader_elect
         and args.policy_configmap == "topology-rebalancer/topology-rebalancer-policy"
     )
     webhooks = [o for o in objects if o["kind"] == "MutatingWebhookConfiguration"]
-    if overlay != "migrate":
+    if OVERLAY_MODES[overlay] != "migrate":
         assert args.webhook_port is None and webhooks == []  # no admission path outside migrate
         return
     assert args.webhook_port == 8443 and args.webhook_config == "topology-rebalancer"
+    issued = overlay == "migrate-cert-manager"
+    assert args.webhook_certificates == ("issued" if issued else "self-signed")
+    annotations = webhooks[0]["metadata"].get("annotations", {})
+    assert ("cert-manager.io/inject-ca-from" in annotations) == issued
     [webhook] = webhooks[0]["webhooks"]
     assert webhook["failurePolicy"] == "Ignore" and webhook["timeoutSeconds"] <= 5
     assert webhook["namespaceSelector"]["matchExpressions"] == [

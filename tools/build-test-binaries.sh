@@ -55,17 +55,28 @@ if [[ ! -f "$bin/stages.yaml" ]]; then
     done >"$bin/stages.yaml.partial"
     mv "$bin/stages.yaml.partial" "$bin/stages.yaml"
 fi
-# The Prometheus Operator's CRDs (ServiceMonitor, PrometheusRule), so deploy/ can be applied to the
-# test API server; they ship in the operator's Go module, which the module proxy serves.
-operator=github.com/prometheus-operator/prometheus-operator@v0.89.0
-crds="$bin/crds-${operator##*@}"
-if [[ ! -d "$crds" ]]; then
-    say "fetching the Prometheus Operator CRDs from $operator"
-    source_dir=$(cd "$here/kube" && go mod download -json "$operator" | sed -n 's/^\t"Dir": "\(.*\)",$/\1/p')
-    mkdir -p "$crds.partial"
-    for kind in servicemonitors prometheusrules; do
-        cp "$source_dir/example/prometheus-operator-crd/monitoring.coreos.com_$kind.yaml" "$crds.partial/"
+# CRDs that deploy/ uses, so it can be applied to the test API server: the Prometheus Operator's
+# ServiceMonitor and PrometheusRule, and cert-manager's Issuer and Certificate. Both projects ship
+# them in their Go modules, which the module proxy serves.
+# fetch_crds MODULE@VERSION DIRECTORY_IN_MODULE FILE...
+fetch_crds() {
+    local module=$1 directory=$2
+    shift 2
+    local target="$bin/crds-${module##*/}"
+    if [[ -d "$target" ]]; then
+        return
+    fi
+    say "fetching CRDs from $module"
+    local source_dir
+    source_dir=$(cd "$here/kube" && go mod download -json "$module" | sed -n 's/^\t"Dir": "\(.*\)",$/\1/p')
+    mkdir -p "$target.partial"
+    for file in "$@"; do
+        cp "$source_dir/$directory/$file" "$target.partial/"
     done
-    mv "$crds.partial" "$crds"
-fi
+    mv "$target.partial" "$target"
+}
+fetch_crds github.com/prometheus-operator/prometheus-operator@v0.89.0 example/prometheus-operator-crd \
+    monitoring.coreos.com_servicemonitors.yaml monitoring.coreos.com_prometheusrules.yaml
+fetch_crds github.com/cert-manager/cert-manager@v1.21.2 deploy/crds \
+    cert-manager.io_issuers.yaml cert-manager.io_certificates.yaml
 echo "$bin"

@@ -13,7 +13,14 @@ import yaml
 from rebalancer.testing.cluster import build_binaries
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
-OVERLAYS = ("dry-run", "evict", "migrate")
+OVERLAY_MODES = {
+    "dry-run": "dry-run",
+    "evict": "evict",
+    "migrate": "migrate",
+    "migrate-cert-manager": "migrate",
+}
+"""Each overlay, and the mode its policy sets."""
+OVERLAYS = tuple(OVERLAY_MODES)
 
 
 def kubectl() -> str:

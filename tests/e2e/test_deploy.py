@@ -55,14 +55,15 @@ def _kubectl(cluster: LocalCluster, *args: str) -> subprocess.CompletedProcess[s
 
 @pytest.fixture(scope="module")
 def operator_crds(cluster: LocalCluster) -> None:
-    """ServiceMonitor and PrometheusRule, so the API server can validate deploy/'s own."""
-    [crds] = build_binaries().glob("crds-*")
-    applied = _kubectl(cluster, "apply", "--server-side", "-f", str(crds))
-    assert applied.returncode == 0, applied.stderr
-    waited = _kubectl(
-        cluster, "wait", "--for=condition=Established", "--timeout=60s", "-f", str(crds)
-    )
-    assert waited.returncode == 0, waited.stderr
+    """ServiceMonitor, PrometheusRule, Issuer and Certificate, so the API server can validate
+    deploy/'s own."""
+    for crds in sorted(build_binaries().glob("crds-*")):
+        applied = _kubectl(cluster, "apply", "--server-side", "-f", str(crds))
+        assert applied.returncode == 0, applied.stderr
+        waited = _kubectl(
+            cluster, "wait", "--for=condition=Established", "--timeout=60s", "-f", str(crds)
+        )
+        assert waited.returncode == 0, waited.stderr
     cluster.ensure_namespace(NAMESPACE)
 
 

@@ -19,10 +19,22 @@ from kubernetes import client
 from rebalancer.hints import Hint, HintStore
 from rebalancer.kube import list_raw
 from rebalancer.scenario import ZONE_LABEL, WorkloadSpec, workload_objects
-from rebalancer.serving_keys import keys_from_secret, secret_data, shared_serving_keys
+from rebalancer.serving_keys import (
+    issued_serving_keys,
+    keys_from_secret,
+    secret_data,
+    shared_serving_keys,
+)
 from rebalancer.testing.cluster import LocalCluster
 from rebalancer.testing.process import free_port, wait_until
-from rebalancer.tls import ServingKeys, key_pem, make_ca, pem, serving_certificate
+from rebalancer.tls import (
+    ServingKeys,
+    issue_serving_keys,
+    key_pem,
+    make_ca,
+    pem,
+    serving_certificate,
+)
 from rebalancer.webhook import WebhookServer, webhook_configuration
 
 pytestmark = pytest.mark.e2e
@@ -146,6 +158,39 @@ def test_either_replica_steers_with_the_ca_the_other_published(cluster: LocalClu
         second.stop()
 
 
+def _run_once(
+    cluster: LocalCluster, tmp_path: Path, configuration: str, secret: str, *extra: str
+) -> subprocess.CompletedProcess[str]:
+    """`rebalancer run --once` with the webhook; nobody serves Prometheus, so the cycle fails
+    harmlessly (exit 3) after the webhook's keys and caBundle are set up."""
+    policy = tmp_path / "policy.yaml"
+    policy.write_text("mode: dry-run\n")
+    return subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "rebalancer.cli",
+            "run",
+            "--once",
+            f"--kubeconfig={cluster.kubeconfig}",
+            f"--prometheus=http://127.0.0.1:{free_port()}",
+            f"--policy={policy}",
+            f"--state-configmap={NAMESPACE}/run-state",
+            "--metrics-port=0",
+            "--metrics-address=127.0.0.1",
+            f"--webhook-port={free_port()}",
+            f"--webhook-config={configuration}",
+            f"--webhook-secret={NAMESPACE}/{secret}",
+            f"--hints-configmap={NAMESPACE}/run-hints",
+            *extra,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
 def test_run_command_stores_the_keys_and_publishes_their_ca(
     cluster: LocalCluster, tmp_path: Path
 ) -> None:
@@ -153,41 +198,7 @@ def test_run_command_stores_the_keys_and_publishes_their_ca(
     cluster.ensure_namespace(NAMESPACE)
     name = "keys-run"
     cluster.apply([webhook_configuration(name, "https://127.0.0.1:1/mutate", [NAMESPACE])])
-    policy = tmp_path / "policy.yaml"
-    policy.write_text("mode: dry-run\n")
-    run = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "rebalancer.cli",
-            "run",
-            "--once",
-            "--kubeconfig",
-            str(cluster.kubeconfig),
-            "--prometheus",
-            f"http://127.0.0.1:{free_port()}",  # nobody listens: the cycle fails, harmlessly
-            "--policy",
-            str(policy),
-            "--state-configmap",
-            f"{NAMESPACE}/run-state",
-            "--metrics-port",
-            "0",
-            "--metrics-address",
-            "127.0.0.1",
-            "--webhook-port",
-            str(free_port()),
-            "--webhook-config",
-            name,
-            "--webhook-secret",
-            f"{NAMESPACE}/run-keys",
-            "--hints-configmap",
-            f"{NAMESPACE}/run-hints",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    run = _run_once(cluster, tmp_path, name, "run-keys")
     try:
         assert run.returncode == 3, run.stderr
         secret: Any = client.CoreV1Api(api).read_namespaced_secret("run-keys", NAMESPACE)
@@ -197,3 +208,40 @@ def test_run_command_stores_the_keys_and_publishes_their_ca(
         assert webhook.client_config.ca_bundle == secret.data["ca.crt"]
     finally:
         client.AdmissionregistrationV1Api(api).delete_mutating_webhook_configuration(name)
+
+
+def test_issued_certificates_are_only_read(cluster: LocalCluster, tmp_path: Path) -> None:
+    """As with cert-manager: the issuer wrote the Secret and its injector the caBundle; the
+    controller serves that Secret and writes neither."""
+    api = cluster.api_client()
+    core = client.CoreV1Api(api)
+    cluster.ensure_namespace(NAMESPACE)
+    keys = issue_serving_keys([], IPS)
+    data = {k: v for k, v in secret_data(keys).items() if k != "ca.key"}  # issuers keep it
+    core.create_namespaced_secret(
+        NAMESPACE,
+        client.V1Secret(
+            metadata=client.V1ObjectMeta(name="issued"), type="kubernetes.io/tls", data=data
+        ),
+    )
+    name = "keys-issued"
+    configuration = webhook_configuration(name, "https://127.0.0.1:1/mutate", [NAMESPACE])
+    configuration["webhooks"][0]["clientConfig"]["caBundle"] = data["ca.crt"]
+    cluster.apply([configuration])
+    before: Any = core.read_namespaced_secret("issued", NAMESPACE)
+    admission = client.AdmissionregistrationV1Api(api)
+    try:
+        run = _run_once(cluster, tmp_path, name, "issued", "--webhook-certificates=issued")
+        assert run.returncode == 3, run.stderr
+        after: Any = core.read_namespaced_secret("issued", NAMESPACE)
+        assert after.metadata.resource_version == before.metadata.resource_version
+        current: Any = admission.read_mutating_webhook_configuration(name)
+        assert current.webhooks[0].client_config.ca_bundle == data["ca.crt"]
+        assert issued_serving_keys(api, (NAMESPACE, "issued")).certificate == keys.certificate
+        missing = _run_once(cluster, tmp_path, name, "not-issued", "--webhook-certificates=issued")
+        assert missing.returncode == 3
+        assert missing.stderr.strip().splitlines()[-1] == (
+            f"rebalancer: Secret {NAMESPACE}/not-issued: HTTP 404 (has the issuer issued it yet?)"
+        )
+    finally:
+        admission.delete_mutating_webhook_configuration(name)
