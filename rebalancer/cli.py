@@ -36,9 +36,12 @@ from rebalancer.logs import configure as configure_logging
 from rebalancer.metrics import ControllerMetrics
 from rebalancer.metrics import serve as serve_metrics
 from rebalancer.planner import PlannerState
-from rebalancer.policy import Policy, load_policy
+from rebalancer.plots import plot_over_cycles
+from rebalancer.policy import Policy, load_policy, parse_policy
 from rebalancer.report import outcome_json, outcome_table
+from rebalancer.scenario import Scenario, load_scenario
 from rebalancer.serving_keys import issued_serving_keys, shared_serving_keys
+from rebalancer.simulation import DEFAULT_POLICY, result_json, result_table, simulate
 from rebalancer.snapshot import load_snapshot
 from rebalancer.sources import ConfigMapPolicy, ConfigMapState, FixedPolicy, parse_reference
 from rebalancer.tls import ServingKeys
@@ -144,6 +147,18 @@ def _parser() -> argparse.ArgumentParser:
         help="run one cycle and exit: 0 if it could act, 3 if it was skipped",
     )
 
+    simulate = commands.add_parser(
+        "simulate", help="run the planner cycle after cycle on a simulated cluster"
+    )
+    simulate.add_argument("scenario", type=Path, nargs="?", help="scenario YAML")
+    simulate.add_argument("--schema", action="store_true", help="print the scenario JSON Schema")
+    simulate.add_argument("--policy", type=Path, help="policy YAML (default: zone/rack/host)")
+    simulate.add_argument("--cycles", type=int, default=10)
+    simulate.add_argument("--mode", choices=("evict", "migrate"), default="migrate")
+    simulate.add_argument("--seed", type=int, default=0, help="the simulated scheduler's ties")
+    simulate.add_argument("--output", choices=("table", "json"), default="table")
+    simulate.add_argument("--plot", type=Path, metavar="FILE.png")
+
     snapshot = commands.add_parser("snapshot", help="write the cluster state to a snapshot file")
     snapshot.add_argument("--kubeconfig", help="kubeconfig path (in-cluster config if omitted)")
     snapshot.add_argument("--output", type=Path, required=True)
@@ -212,6 +227,37 @@ def _print(outcome: CycleOutcome, policy: Policy, output: str) -> None:
             f"rebalancer: no moves: traffic {outcome.failure.reason}: {outcome.failure.detail}",
             file=sys.stderr,
         )
+
+
+def _simulate(args: argparse.Namespace) -> int:
+    if args.schema:
+        print(json.dumps(Scenario.model_json_schema(), indent=2))
+        return EXIT_OK
+    if args.scenario is None:
+        raise InputError("simulate: give a SCENARIO file, or --schema")
+    if args.cycles < 1:
+        raise InputError(f"simulate: --cycles must be at least 1, got {args.cycles}")
+    scenario = load_scenario(args.scenario)
+    policy = load_policy(args.policy) if args.policy else parse_policy(DEFAULT_POLICY, "built-in")
+    result = simulate(scenario, policy, cycles=args.cycles, mode=args.mode, seed=args.seed)
+    if args.output == "json":
+        print(json.dumps(result_json(result), indent=2))
+    else:
+        print(result_table(result))
+    if args.plot is not None:
+        rows = result.cycles
+        series = {
+            f"crossing {level}": [row.crossing[level] for row in rows] for level in rows[0].crossing
+        }
+        plot_over_cycles(
+            [row.cycle for row in rows],
+            series,
+            args.plot,
+            title=f"rebalancer simulate: {scenario.name}, {args.mode} mode",
+            xlabel="cycle (0: the starting placement)",
+            ylabel=f"traffic ({policy.traffic.unit})",
+        )
+    return EXIT_OK
 
 
 def _snapshot(args: argparse.Namespace) -> int:
@@ -316,7 +362,7 @@ def _run(args: argparse.Namespace) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    commands = {"plan": _plan, "run": _run, "snapshot": _snapshot}
+    commands = {"plan": _plan, "run": _run, "simulate": _simulate, "snapshot": _snapshot}
     try:
         return commands[args.command](args)
     except (InputError, SourceUnavailableError) as error:

@@ -14,6 +14,7 @@ import argparse
 import shutil
 from pathlib import Path
 
+from rebalancer.plots import plot_over_cycles
 from rebalancer.policy import load_policy
 from rebalancer.scenario import load_scenario
 from rebalancer.testing.trial import CycleFigures, Trial, live_trial
@@ -39,28 +40,6 @@ def _cycles(trial: Trial, cycles: int) -> list[CycleFigures]:
         if not rows[-1].attempted:
             break
     return rows
-
-
-def _plot(rows: list[CycleFigures], path: Path) -> None:
-    import matplotlib  # noqa: PLC0415 - only the demo draws, so only the demo pays the import
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt  # noqa: PLC0415
-    from matplotlib.ticker import MaxNLocator  # noqa: PLC0415
-
-    figure, axes = plt.subplots(figsize=(7, 4))
-    cycles = [row.cycle for row in rows]
-    axes.plot(cycles, [row.crossing["zone"] for row in rows], marker="o", label="crossing zones")
-    axes.plot(cycles, [row.crossing["rack"] for row in rows], marker="s", label="crossing racks")
-    axes.xaxis.set_major_locator(MaxNLocator(integer=True))
-    axes.set_xlabel("cycle (0: dry-run)")
-    axes.set_ylabel("flows/s (ground truth)")
-    axes.set_title("topology-rebalancer demo: traffic crossing the network")
-    axes.legend()
-    axes.grid(alpha=0.3)
-    figure.tight_layout()
-    figure.savefig(path, dpi=110)
-    plt.close(figure)
 
 
 def run(workdir: Path, cycles: int) -> list[CycleFigures]:
@@ -90,7 +69,17 @@ def _summary(rows: list[CycleFigures], plot: Path) -> None:
     print(f"zone flows/s  {first['zone']:>8.1f} {last['zone']:>10.1f}")
     print(f"rack flows/s  {first['rack']:>8.1f} {last['rack']:>10.1f}")
     print(f"moves: {moves}, landed in the planned domain: {landed}")
-    _plot(rows, plot)
+    plot_over_cycles(
+        [row.cycle for row in rows],
+        {
+            "crossing zones": [row.crossing["zone"] for row in rows],
+            "crossing racks": [row.crossing["rack"] for row in rows],
+        },
+        plot,
+        title="topology-rebalancer demo: traffic crossing the network",
+        xlabel="cycle (0: dry-run)",
+        ylabel="flows/s (ground truth)",
+    )
     print(f"plot: {plot.resolve()}")
 
 

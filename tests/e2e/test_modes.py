@@ -11,6 +11,7 @@ import pytest
 
 from rebalancer.policy import Mode, load_policy
 from rebalancer.scenario import load_scenario
+from rebalancer.simulation import simulate
 from rebalancer.testing.trial import TrialSummary, run_trial
 
 pytestmark = pytest.mark.e2e
@@ -44,3 +45,15 @@ def test_migrate_pulls_the_traffic_together_and_lands_its_moves(
     assert migrate.moves > 0
     assert migrate.drop >= 0.8
     assert migrate.landed / migrate.judged >= 0.9
+    # The simulator, on the same scenario and policy, must tell the same story as the real
+    # control plane: it is the instant stand-in for this test.
+    simulated = simulate(
+        load_scenario(EXAMPLES / "scenarios" / f"{name}.yaml"),
+        load_policy(EXAMPLES / "demo" / "live-policy.yaml"),
+        cycles=CYCLES,
+        mode="migrate",
+        seed=0,
+    ).summary()
+    before, after = simulated["crossing_before"][level], simulated["crossing_after"][level]
+    print(f"simulated: {level} {before:.1f} -> {after:.1f}, moves {simulated['moves']}")
+    assert (before - after) / before == pytest.approx(migrate.drop, abs=0.2)

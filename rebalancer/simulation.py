@@ -1,0 +1,538 @@
+"""`rebalancer simulate`: the real planner, cycle after cycle, on a simulated cluster.
+
+Only the cluster is simulated. The planner, strategies and fit checks are the controller's own,
+and the snapshot they read is parsed from Kubernetes-shaped objects by the real parser. Each
+cycle re-derives the traffic from where pods run now, following each pair's routing model, so the
+planner's assumption that flows stay pinned to pods is tested, not taken for granted.
+
+The simulated scheduler places each new pod in the way kube-scheduler's default profile does,
+in miniature. The filters are the planner's own (`fit.rejection`). The scores are: least
+allocated (weight 1); the default soft spreading over zones and hosts, scored and normalized as
+PodTopologySpread does (weight 2); and preferred node affinity, which migrate mode adds to a
+replacement (weight 2). Ties are broken by a seeded random choice, so a run is repeatable.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import math
+import random
+from collections import Counter
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from rebalancer.engine import build_view, plan_cycle
+from rebalancer.fit import Occupancy, rejection
+from rebalancer.graph import Figures
+from rebalancer.planner import Move, PlannerState, price_of
+from rebalancer.policy import Policy
+from rebalancer.scenario import (
+    LEVEL_LABELS,
+    ZONE_LABEL,
+    LevelName,
+    PlacedPod,
+    Scenario,
+    WorkloadSpec,
+    node_object,
+    pair_rates,
+    workload_objects,
+)
+from rebalancer.snapshot import Node, Pod, Resources, Snapshot, parse_items
+from rebalancer.traffic import PodTraffic
+
+_NOTHING = Resources()
+
+SimulatedMode = Literal["evict", "migrate"]
+DEFAULT_POLICY = """
+# The scenarios' own levels and two strategies; the safety settings (persistence, cooldown,
+# limits, thresholds) are the controller's defaults. The clock advances one interval per cycle.
+topology:
+  levels:
+    - {name: zone, label: topology.kubernetes.io/zone, weight: 10}
+    - {name: rack, label: topology.kubernetes.io/rack, weight: 3}
+    - {name: host, label: kubernetes.io/hostname, weight: 1}
+strategies:
+  - {name: split-peers, args: {level: zone}}
+  - {name: gang-consolidation, args: {level: rack, group_by: label, group_label: app}}
+"""
+"""What `rebalancer simulate` plans with when no --policy is given."""
+_LEAST_ALLOCATED, _SPREAD, _NODE_AFFINITY = 1, 2, 2
+"""kube-scheduler's default weights for the score plugins the simulation models."""
+_DEFAULT_ZONE_SKEW, _DEFAULT_HOST_SKEW = 5, 3
+"""The max skews of kube-scheduler's default (ScheduleAnyway) spread constraints."""
+
+
+@dataclass(frozen=True)
+class Steering:
+    """What migrate mode adds to a replacement: node affinity for the target's labels."""
+
+    labels: Mapping[str, str]
+    required: bool
+    weight: int
+
+
+def _fraction(part: int, whole: int) -> float:
+    return part / whole if whole else 0.0
+
+
+class Scheduler:
+    """Filter with the planner's own fit checks, then score the way the default profile does."""
+
+    def __init__(self, seed: int) -> None:
+        self.random = random.Random(seed)
+
+    def place(
+        self,
+        pod: Pod,
+        snapshot: Snapshot,
+        occupancy: Occupancy,
+        *,
+        within: Mapping[str, str],
+        steering: Steering | None,
+    ) -> str | None:
+        required = dict(within)
+        if steering is not None and steering.required:
+            required.update(steering.labels)
+        feasible = [
+            node
+            for node in snapshot.nodes.values()
+            if required.items() <= node.labels.items()
+            and rejection(pod, node, occupancy, honor_soft_spread=False) is None
+        ]
+        if not feasible:
+            return None
+        spreading = self._spreading(pod, feasible, snapshot, occupancy)
+        scores: dict[str, float] = {}
+        for node in feasible:
+            score = _LEAST_ALLOCATED * self._least_allocated(pod, node, occupancy)
+            score += _SPREAD * spreading[node.name]
+            if steering is not None and steering.labels.items() <= node.labels.items():
+                score += _NODE_AFFINITY * 100  # the only preferred term, so it normalizes to 100
+            scores[node.name] = score
+        best = max(scores.values())
+        return self.random.choice(sorted(name for name, s in scores.items() if s == best))
+
+    @staticmethod
+    def _least_allocated(pod: Pod, node: Node, occupancy: Occupancy) -> float:
+        free = occupancy.free(node) - pod.requests
+        allocatable = node.allocatable
+        cpu = _fraction(free.cpu_millis, allocatable.cpu_millis)
+        memory = _fraction(free.memory_bytes, allocatable.memory_bytes)
+        return 100 * (cpu + memory) / 2
+
+    @staticmethod
+    def _spreading(
+        pod: Pod, feasible: list[Node], snapshot: Snapshot, occupancy: Occupancy
+    ) -> dict[str, float]:
+        """PodTopologySpread's score under the default constraints (zone, max skew 5; host,
+        max skew 3; both ScheduleAnyway), normalized as kube-scheduler does: fewer pods of the
+        same workload nearby scores higher, and the spread of scores is compressed."""
+        zone_of = {name: node.labels.get(ZONE_LABEL) for name, node in snapshot.nodes.items()}
+        per_zone: Counter[str | None] = Counter()
+        per_host: Counter[str] = Counter()
+        for other_key, node_name in occupancy.placement.items():
+            other = snapshot.pods.get(other_key)
+            if other is not None and other.key != pod.key and other.workload == pod.workload:
+                per_host[node_name] += 1
+                per_zone[zone_of[node_name]] += 1
+        zone_weight = math.log(len({zone_of[n.name] for n in feasible}) + 2)
+        host_weight = math.log(len(feasible) + 2)
+        raw = {
+            node.name: per_zone[zone_of[node.name]] * zone_weight
+            + (_DEFAULT_ZONE_SKEW - 1)
+            + per_host[node.name] * host_weight
+            + (_DEFAULT_HOST_SKEW - 1)
+            for node in feasible
+        }
+        highest, lowest = max(raw.values()), min(raw.values())
+        if highest == lowest:
+            return dict.fromkeys(raw, 100.0)
+        return {name: 100 * (highest + lowest - value) / highest for name, value in raw.items()}
+
+
+@dataclass
+class SimulatedCluster:
+    """Nodes, workloads and pods of a scenario, changed only by evictions and replacements."""
+
+    scenario: Scenario
+    scheduler: Scheduler
+    snapshot: Snapshot = field(init=False)
+    occupancy: Occupancy = field(init=False)
+    _owners: dict[str, list[tuple[dict[str, Any], str]]] = field(init=False, default_factory=dict)
+    _serial: Iterator[int] = field(init=False, default_factory=itertools.count)
+
+    def __post_init__(self) -> None:
+        items: list[tuple[Any, str]] = [
+            (_ready(node_object(spec)), "Node") for spec in self.scenario.node_specs()
+        ]
+        for workload in self.scenario.workloads:
+            owners = _owner_objects(workload)
+            self._owners[workload.key] = owners
+            items += owners
+            items += [(o, "PodDisruptionBudget") for o in workload_objects(workload)[1:]]
+        self.snapshot = parse_items(items, f"scenario {self.scenario.name}")
+        self.occupancy = Occupancy.from_snapshot(self.snapshot)
+        for workload in self.scenario.workloads:
+            for ordinal in range(workload.replicas):
+                self.create(workload, ordinal, steering=None, within=_labels(workload.start_in))
+
+    def create(
+        self,
+        workload: WorkloadSpec,
+        ordinal: int,
+        *,
+        steering: Steering | None,
+        within: Mapping[str, str] | None = None,
+    ) -> Pod:
+        """A new pod of `workload`, placed by the scheduler, or Pending when nothing fits."""
+        raw = _pod_object(workload, ordinal, next(self._serial))
+        parsed = parse_items([*self._owners[workload.key], (raw, "Pod")], "simulated pod")
+        pod = parsed.pods[f"{workload.namespace}/{raw['metadata']['name']}"]
+        node = self.scheduler.place(
+            pod, self.snapshot, self.occupancy, within=within or {}, steering=steering
+        )
+        placed = dataclasses.replace(
+            pod, node_name=node, phase="Running" if node else "Pending", ready=node is not None
+        )
+        self.snapshot.pods[placed.key] = placed
+        if node is not None:
+            self.occupancy.reserve(placed, node)
+        return placed
+
+    def remove(self, pod_key: str) -> Pod:
+        pod = self.snapshot.pods.pop(pod_key)
+        node = self.occupancy.placement.pop(pod_key, None)
+        if node is not None:
+            self.occupancy.requested[node] = self.occupancy.requested[node] - pod.requests
+        return pod
+
+    def placed(self) -> list[PlacedPod]:
+        return [
+            PlacedPod(
+                pod.key,
+                _workload_key(pod),
+                self.snapshot.nodes[pod.node_name].labels.get(ZONE_LABEL),
+            )
+            for pod in self.snapshot.pods.values()
+            if pod.node_name
+        ]
+
+    def ready_of(self, workload: WorkloadSpec) -> list[Pod]:
+        return [
+            pod
+            for pod in self.snapshot.pods.values()
+            if pod.ready and _workload_key(pod) == workload.key
+        ]
+
+    def refresh_budgets(self) -> None:
+        """PDB status as the disruption controller would write it: allowed = healthy - desired."""
+        by_name = {(w.namespace, w.name): w for w in self.scenario.workloads}
+        self.snapshot.pdbs = [
+            dataclasses.replace(
+                pdb,
+                disruptions_allowed=max(
+                    0, len(self.ready_of(by_name[key])) - desired_healthy(by_name[key])
+                ),
+                status_observed=True,
+            )
+            for pdb in self.snapshot.pdbs
+            if (key := (pdb.namespace, pdb.name)) in by_name
+        ]
+
+    def traffic(self) -> PodTraffic:
+        """The scenario's flows for the pods running now, undirected, as Prometheus would give."""
+        traffic = PodTraffic()
+        for (source, destination), rate in pair_rates(self.scenario, self.placed()).items():
+            pair = (source, destination) if source < destination else (destination, source)
+            traffic.rates[pair] = traffic.rates.get(pair, 0.0) + rate
+        traffic.series = len(traffic.rates)
+        return traffic
+
+
+def _ready(node: dict[str, Any]) -> dict[str, Any]:
+    """A node as its kubelet (kwok, on the real control plane) reports it: Ready."""
+    node["status"]["conditions"] = [{"type": "Ready", "status": "True"}]
+    return node
+
+
+def _workload_key(pod: Pod) -> str:
+    """The scenario workload a pod belongs to: its namespace and `app` label."""
+    return f"{pod.namespace}/{pod.labels.get('app', '')}"
+
+
+def desired_healthy(workload: WorkloadSpec) -> int:
+    """The Ready pods the workload's PDB promises (0 without one)."""
+    if workload.pdb is None:
+        return 0
+    if workload.pdb.min_available is not None:
+        return workload.pdb.min_available
+    return workload.replicas - (workload.pdb.max_unavailable or 0)
+
+
+def _labels(domain: Mapping[LevelName, str]) -> dict[str, str]:
+    return {LEVEL_LABELS[level]: value for level, value in domain.items()}
+
+
+def _owner_objects(workload: WorkloadSpec) -> list[tuple[dict[str, Any], str]]:
+    """The workload object, and for a Deployment the ReplicaSet its pods belong to."""
+    [body, *_pdb] = workload_objects(workload)
+    body = {**body, "metadata": {**body["metadata"], "uid": f"uid-{workload.key}"}}
+    owners: list[tuple[dict[str, Any], str]] = [(body, workload.kind)]
+    if workload.kind == "Deployment":
+        replica_set = {
+            "apiVersion": "apps/v1",
+            "kind": "ReplicaSet",
+            "metadata": {
+                "name": f"{workload.name}-sim",
+                "namespace": workload.namespace,
+                "ownerReferences": [
+                    {"kind": "Deployment", "name": workload.name, "controller": True}
+                ],
+            },
+            "spec": {"replicas": workload.replicas},
+        }
+        owners.append((replica_set, "ReplicaSet"))
+    return owners
+
+
+def _pod_object(workload: WorkloadSpec, ordinal: int, serial: int) -> dict[str, Any]:
+    [body, *_pdb] = workload_objects(workload)
+    template = body["spec"]["template"]
+    if workload.kind == "Deployment":
+        name, owner = f"{workload.name}-sim-{serial:05d}", ("ReplicaSet", f"{workload.name}-sim")
+    elif workload.kind == "StatefulSet":
+        name, owner = f"{workload.name}-{ordinal}", ("StatefulSet", workload.name)
+    else:
+        name, owner = f"{workload.name}-{serial:05d}", ("Job", workload.name)
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": name,
+            "namespace": workload.namespace,
+            "labels": template["metadata"]["labels"],
+            "ownerReferences": [{"kind": owner[0], "name": owner[1], "controller": True}],
+            "annotations": {"topology-rebalancer.io/ordinal": str(ordinal)},
+        },
+        "spec": template["spec"],
+        "status": {"phase": "Pending"},
+    }
+
+
+# --- Running cycles -------------------------------------------------------------------------
+
+Violations = dict[str, int]
+"""{pdb, capacity, spread}: counts of broken rules; a correct run keeps all three at zero."""
+
+
+@dataclass(frozen=True)
+class CycleFigures:
+    cycle: int
+    crossing: dict[str, float]
+    """Traffic crossing each level once the cycle's replacements run (level 0: before any)."""
+    weighted_cost: float
+    monthly_cost: float | None
+    evictions: int
+    landed_in_target: int
+    refused_by_pdb: int
+    violations: Violations
+    moved: tuple[str, ...] = ()
+    """The scenario workloads (namespace/name) the cycle evicted pods of, once each."""
+
+
+@dataclass(frozen=True)
+class SimulationResult:
+    scenario: str
+    mode: SimulatedMode
+    seed: int
+    cycles: tuple[CycleFigures, ...]
+    """Cycle 0 is the starting placement; then one row per cycle run."""
+    currency: str
+
+    def summary(self) -> dict[str, Any]:
+        first, last = self.cycles[0], self.cycles[-1]
+        violations: Violations = dict.fromkeys(("pdb", "capacity", "spread"), 0)
+        for row in self.cycles:
+            for rule, count in row.violations.items():
+                violations[rule] += count
+        return {
+            "weighted_cost_before": first.weighted_cost,
+            "weighted_cost_after": last.weighted_cost,
+            "monthly_cost_before": first.monthly_cost,
+            "monthly_cost_after": last.monthly_cost,
+            "crossing_before": first.crossing,
+            "crossing_after": last.crossing,
+            "moves": sum(row.evictions for row in self.cycles),
+            "landed_in_target": sum(row.landed_in_target for row in self.cycles),
+            "refused_by_pdb": sum(row.refused_by_pdb for row in self.cycles),
+            "violations": violations,
+        }
+
+
+def _figure_policy(policy: Policy) -> Policy:
+    """The policy's levels and price, but every pair counted: figures report all the traffic."""
+    thresholds = policy.thresholds.model_copy(update={"min_pair_rate": 0.0})
+    return policy.model_copy(update={"thresholds": thresholds})
+
+
+def measure(cluster: SimulatedCluster, policy: Policy) -> Figures:
+    counted = _figure_policy(policy)
+    view = build_view(counted, cluster.snapshot, cluster.traffic())
+    return view.cost.figures(cluster.snapshot, price_of(counted, view.topology))
+
+
+def violations(cluster: SimulatedCluster) -> Violations:
+    """Rules broken now: budgets short of Ready pods, nodes over capacity, hard spread skewed."""
+    pdb = sum(
+        1
+        for workload in cluster.scenario.workloads
+        if workload.pdb is not None and len(cluster.ready_of(workload)) < desired_healthy(workload)
+    )
+    capacity = sum(
+        1
+        for node in cluster.snapshot.nodes.values()
+        if not cluster.occupancy.requested.get(node.name, _NOTHING).fits_in(node.allocatable)
+    )
+    spread = 0
+    for workload in cluster.scenario.workloads:
+        for constraint in (c for c in workload.spread if c.hard):
+            label = LEVEL_LABELS[constraint.level]
+            counts = Counter(
+                {n.labels[label]: 0 for n in cluster.snapshot.nodes.values() if label in n.labels}
+            )
+            counts.update(
+                cluster.snapshot.nodes[pod.node_name].labels.get(label, "")
+                for pod in cluster.ready_of(workload)
+                if pod.node_name
+            )
+            if counts and max(counts.values()) - min(counts.values()) > constraint.max_skew:
+                spread += 1
+    return {"pdb": pdb, "capacity": capacity, "spread": spread}
+
+
+def _row(
+    number: int,
+    cluster: SimulatedCluster,
+    policy: Policy,
+    counts: tuple[int, int, int],
+    moved: tuple[str, ...] = (),
+) -> CycleFigures:
+    figures = measure(cluster, policy)
+    evictions, landed, refused = counts
+    return CycleFigures(
+        number,
+        figures.crossing,
+        figures.weighted_cost,
+        figures.monthly_cross_zone_cost,
+        evictions,
+        landed,
+        refused,
+        violations(cluster),
+        moved,
+    )
+
+
+def simulate(
+    scenario: Scenario, policy: Policy, *, cycles: int, mode: SimulatedMode, seed: int
+) -> SimulationResult:
+    """Run the planner `cycles` times; the clock advances one policy interval per cycle."""
+    cluster = SimulatedCluster(scenario, Scheduler(seed))
+    by_key = {w.key: w for w in scenario.workloads}
+    acting = policy.model_copy(update={"mode": mode})
+    state = PlannerState()
+    rows = [_row(0, cluster, policy, (0, 0, 0))]
+    for number in range(1, cycles + 1):
+        now = number * policy.interval_seconds
+        cluster.refresh_budgets()
+        outcome = plan_cycle(acting, cluster.snapshot, cluster.traffic(), state, now=now)
+        assert outcome.plan is not None  # simulated traffic never fails
+        evicted: list[Move] = []
+        moved: list[str] = []
+        landed = refused = 0
+        disrupted: Counter[str] = Counter()
+        for move in outcome.plan.moves:
+            old = cluster.snapshot.pods[move.pod]
+            workload = by_key[_workload_key(old)]
+            # The Eviction API's check: replacements are not Ready before the next cycle.
+            if (
+                len(cluster.ready_of(workload)) - disrupted[workload.key]
+                <= desired_healthy(workload)
+                and workload.pdb is not None
+            ):
+                refused += 1
+                continue
+            disrupted[workload.key] += 1
+            cluster.remove(move.pod)
+            steering = None
+            if mode == "migrate":
+                steering = Steering(
+                    move.target_labels, acting.migrate.required, acting.migrate.weight
+                )
+            new = cluster.create(workload, _ordinal(old), steering=steering)
+            if new.node_name and (
+                move.target_labels.items() <= cluster.snapshot.nodes[new.node_name].labels.items()
+            ):
+                landed += 1
+            evicted.append(move)
+            moved.append(workload.key)
+        state = outcome.state.record_moves(evicted, now)
+        counts = (len(evicted), landed, refused)
+        rows.append(_row(number, cluster, policy, counts, tuple(dict.fromkeys(moved))))
+    return SimulationResult(scenario.name, mode, seed, tuple(rows), policy.price.currency)
+
+
+def _ordinal(pod: Pod) -> int:
+    return int(pod.annotations.get("topology-rebalancer.io/ordinal", "0"))
+
+
+def _rounded(value: Any) -> Any:
+    """Floats to a thousandth, so sums print as 120.0 rather than 119.99999999999999."""
+    if isinstance(value, float):
+        return round(value, 3)
+    if isinstance(value, dict):
+        return {key: _rounded(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_rounded(item) for item in value]
+    return value
+
+
+def result_json(result: SimulationResult) -> dict[str, Any]:
+    return {
+        "scenario": result.scenario,
+        "mode": result.mode,
+        "seed": result.seed,
+        "currency": result.currency,
+        "cycles": _rounded([dataclasses.asdict(row) for row in result.cycles]),
+        "summary": _rounded(result.summary()),
+    }
+
+
+def result_table(result: SimulationResult) -> str:
+    levels = list(result.cycles[0].crossing)
+    header = ["cycle", *(f"{level} x" for level in levels), "cost", "per month", "moves"]
+    header += ["landed", "violations"]
+    lines = ["  ".join(f"{name:>10}" for name in header)]
+    for row in result.cycles:
+        monthly = "-" if row.monthly_cost is None else f"{row.monthly_cost:.2f}"
+        cells = [str(row.cycle), *(f"{row.crossing[level]:.1f}" for level in levels)]
+        cells += [f"{row.weighted_cost:.1f}", monthly, str(row.evictions)]
+        cells += [str(row.landed_in_target), str(sum(row.violations.values()))]
+        lines.append("  ".join(f"{cell:>10}" for cell in cells))
+    summary = result.summary()
+    lines += ["", f"{'':24}{'before':>12}{'after':>12}"]
+    lines.append(
+        f"{'weighted cost':<24}{summary['weighted_cost_before']:>12.1f}"
+        f"{summary['weighted_cost_after']:>12.1f}"
+    )
+    for level in levels:
+        lines.append(
+            f"{'crossing ' + level:<24}{summary['crossing_before'][level]:>12.1f}"
+            f"{summary['crossing_after'][level]:>12.1f}"
+        )
+    lines.append(
+        f"moves {summary['moves']}, landed in target {summary['landed_in_target']}, "
+        f"refused by PDB {summary['refused_by_pdb']}, violations {summary['violations']}"
+    )
+    return "\n".join(lines)

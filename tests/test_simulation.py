@@ -1,0 +1,145 @@
+"""The simulator: deterministic, faithful to the scenario's traffic model, counting violations
+right, and using the real planner (so its safety rules hold in simulation too)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+import pytest
+
+from rebalancer.cli import main
+from rebalancer.policy import Policy, load_policy, parse_policy
+from rebalancer.scenario import load_scenario, parse_scenario
+from rebalancer.simulation import (
+    DEFAULT_POLICY,
+    Scheduler,
+    SimulatedCluster,
+    simulate,
+    violations,
+)
+
+ROOT = Path(__file__).resolve().parents[1]
+SCENARIOS = ROOT / "examples" / "scenarios"
+DEMO_POLICY = load_policy(ROOT / "examples" / "demo" / "live-policy.yaml")
+
+
+def test_a_seed_makes_a_run_repeatable() -> None:
+    scenario = load_scenario(SCENARIOS / "demo.yaml")
+    runs = [simulate(scenario, DEMO_POLICY, cycles=4, mode="evict", seed=7) for _ in range(2)]
+    assert runs[0] == runs[1]
+
+
+@pytest.mark.parametrize(("name", "level"), [("chatty-pair", "zone"), ("training-gang", "rack")])
+def test_migrate_pulls_the_traffic_together_and_lands_every_move(name: str, level: str) -> None:
+    result = simulate(
+        load_scenario(SCENARIOS / f"{name}.yaml"), DEMO_POLICY, cycles=5, mode="migrate", seed=0
+    )
+    summary = result.summary()
+    assert summary["crossing_before"][level] > 0
+    assert summary["crossing_after"][level] == pytest.approx(0, abs=0.1)
+    assert summary["moves"] > 0 and summary["landed_in_target"] == summary["moves"]
+    assert summary["violations"] == {"pdb": 0, "capacity": 0, "spread": 0}
+
+
+def test_without_steering_the_default_spreading_sends_replacements_away() -> None:
+    """The gang's target rack is where its pods crowd, which the default spreading avoids."""
+    scenario = load_scenario(SCENARIOS / "training-gang.yaml")
+    summary = simulate(scenario, DEMO_POLICY, cycles=5, mode="evict", seed=0).summary()
+    assert summary["moves"] > 0 and summary["landed_in_target"] < summary["moves"] / 2
+
+
+def test_the_quiet_and_the_ha_workloads_are_never_moved() -> None:
+    scenario = load_scenario(SCENARIOS / "training-gang.yaml")
+    result = simulate(scenario, DEMO_POLICY, cycles=6, mode="migrate", seed=0)
+    moved = {workload for row in result.cycles for workload in row.moved}
+    assert moved == {"ml/trainer"}
+
+
+def test_traffic_follows_the_pods_each_cycle() -> None:
+    cluster = SimulatedCluster(load_scenario(SCENARIOS / "chatty-pair.yaml"), Scheduler(0))
+    before = cluster.traffic().rates
+    [client] = [key for key in cluster.snapshot.pods if key.startswith("shop/client")][:1]
+    workload = next(w for w in cluster.scenario.workloads if w.name == "client")
+    cluster.remove(client)
+    replacement = cluster.create(workload, 0, steering=None)
+    after = cluster.traffic().rates
+    assert not any(client in pair for pair in after)
+    assert any(replacement.key in pair for pair in after)
+    assert sum(after.values()) == pytest.approx(sum(before.values()))
+
+
+def test_violations_are_counted_rule_by_rule() -> None:
+    scenario = parse_scenario(
+        """
+name: rules
+nodes: {zones: 3, racks_per_zone: 1, nodes_per_rack: 1, cpu: "2", memory: 4Gi}
+workloads:
+  - {name: ha, namespace: x, replicas: 3, cpu: 100m, memory: 64Mi, pdb: {min_available: 3},
+     spread: [{level: zone, max_skew: 1, hard: true}]}
+""",
+        "rules",
+    )
+    cluster = SimulatedCluster(scenario, Scheduler(0))
+    assert violations(cluster) == {"pdb": 0, "capacity": 0, "spread": 0}
+    pods = sorted(cluster.snapshot.pods.values(), key=lambda pod: pod.node_name or "")
+    # Put the third pod beside the first (the scheduler would refuse): zones 2, 1, 0.
+    moved = dataclasses.replace(pods[2], node_name=pods[0].node_name)
+    cluster.snapshot.pods[moved.key] = moved
+    assert violations(cluster) == {"pdb": 0, "capacity": 0, "spread": 1}
+    cluster.remove(pods[1].key)  # the budget of 3 is short by one; zones 2, 0, 0
+    assert violations(cluster) == {"pdb": 1, "capacity": 0, "spread": 1}
+    node = next(iter(cluster.snapshot.nodes.values()))
+    cluster.occupancy.requested[node.name] = node.allocatable + node.allocatable
+    assert violations(cluster)["capacity"] == 1
+
+
+def test_a_spent_budget_means_no_eviction() -> None:
+    scenario = parse_scenario(
+        """
+name: spent
+workloads:
+  - {name: client, namespace: x, replicas: 2, pdb: {min_available: 2}, start_in: {zone: zone-a}}
+  - {name: server, namespace: x, replicas: 2, pdb: {min_available: 2}, start_in: {zone: zone-b}}
+traffic:
+  - {source: x/client, destination: x/server, rate: 100}
+""",
+        "spent",
+    )
+    summary = simulate(scenario, DEMO_POLICY, cycles=3, mode="migrate", seed=0).summary()
+    assert summary["moves"] == 0
+    assert summary["crossing_after"] == summary["crossing_before"]
+
+
+def test_the_built_in_policy_keeps_the_controller_safety_defaults() -> None:
+    policy = parse_policy(DEFAULT_POLICY, "built-in")
+    defaults = Policy()
+    assert (policy.persistence, policy.cooldown, policy.limits) == (
+        defaults.persistence,
+        defaults.cooldown,
+        defaults.limits,
+    )
+
+
+def test_the_command_prints_json_a_table_and_a_plot(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    scenario = str(SCENARIOS / "chatty-pair.yaml")
+    assert main(["simulate", scenario, "--cycles", "4", "--output", "json"]) == 0
+    document = json.loads(capsys.readouterr().out)
+    assert len(document["cycles"]) == 5 and document["summary"]["violations"]["pdb"] == 0
+    plot = tmp_path / "run.png"
+    assert main(["simulate", scenario, "--cycles", "2", "--plot", str(plot)]) == 0
+    assert "weighted cost" in capsys.readouterr().out and plot.stat().st_size > 0
+
+
+def test_bad_input_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("name: bad\nworkloads: [{name: a, replicas: 0}]\n")
+    assert main(["simulate", str(bad)]) == 2
+    error = capsys.readouterr().err.strip()
+    assert len(error.splitlines()) == 1 and "replicas" in error
+    assert main(["simulate", str(SCENARIOS / "chatty-pair.yaml"), "--cycles", "0"]) == 2
+    assert main(["simulate", "--schema"]) == 0
+    assert "NodeGrid" in json.loads(capsys.readouterr().out)["$defs"]
