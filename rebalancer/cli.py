@@ -158,6 +158,9 @@ def _parser() -> argparse.ArgumentParser:
     simulate.add_argument("--seed", type=int, default=0, help="the simulated scheduler's ties")
     simulate.add_argument("--output", choices=("table", "json"), default="table")
     simulate.add_argument("--plot", type=Path, metavar="FILE.png")
+    simulate.add_argument(
+        "--optimum", action="store_true", help="also solve for the best placement (HiGHS MIP)"
+    )
 
     snapshot = commands.add_parser("snapshot", help="write the cluster state to a snapshot file")
     snapshot.add_argument("--kubeconfig", help="kubeconfig path (in-cluster config if omitted)")
@@ -239,7 +242,9 @@ def _simulate(args: argparse.Namespace) -> int:
         raise InputError(f"simulate: --cycles must be at least 1, got {args.cycles}")
     scenario = load_scenario(args.scenario)
     policy = load_policy(args.policy) if args.policy else parse_policy(DEFAULT_POLICY, "built-in")
-    result = simulate(scenario, policy, cycles=args.cycles, mode=args.mode, seed=args.seed)
+    result = simulate(
+        scenario, policy, cycles=args.cycles, mode=args.mode, seed=args.seed, optimum=args.optimum
+    )
     if args.output == "json":
         print(json.dumps(result_json(result), indent=2))
     else:

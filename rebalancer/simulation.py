@@ -23,9 +23,10 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from rebalancer.engine import build_view, plan_cycle
+from rebalancer.engine import build_view, plan_cycle, topology_of
 from rebalancer.fit import Occupancy, rejection
 from rebalancer.graph import Figures
+from rebalancer.optimum import Optimum, solve
 from rebalancer.planner import Move, PlannerState, price_of
 from rebalancer.policy import Policy
 from rebalancer.scenario import (
@@ -350,6 +351,9 @@ class SimulationResult:
     cycles: tuple[CycleFigures, ...]
     """Cycle 0 is the starting placement; then one row per cycle run."""
     currency: str
+    optimum: Optimum | None = None
+    """The best placement from the start (asked for and computable), or None."""
+    optimum_asked: bool = False
 
     def summary(self) -> dict[str, Any]:
         first, last = self.cycles[0], self.cycles[-1]
@@ -368,6 +372,14 @@ class SimulationResult:
             "landed_in_target": sum(row.landed_in_target for row in self.cycles),
             "refused_by_pdb": sum(row.refused_by_pdb for row in self.cycles),
             "violations": violations,
+            **(
+                {
+                    "optimal_weighted_cost": self.optimum and self.optimum.weighted_cost,
+                    "min_moves_to_optimum": self.optimum and self.optimum.min_moves,
+                }
+                if self.optimum_asked
+                else {}
+            ),
         }
 
 
@@ -435,10 +447,21 @@ def _row(
 
 
 def simulate(
-    scenario: Scenario, policy: Policy, *, cycles: int, mode: SimulatedMode, seed: int
+    scenario: Scenario,
+    policy: Policy,
+    *,
+    cycles: int,
+    mode: SimulatedMode,
+    seed: int,
+    optimum: bool = False,
 ) -> SimulationResult:
-    """Run the planner `cycles` times; the clock advances one policy interval per cycle."""
+    """Run the planner `cycles` times; the clock advances one policy interval per cycle. With
+    `optimum`, also solve for the best placement from the start, to hold the result against."""
     cluster = SimulatedCluster(scenario, Scheduler(seed))
+    best = None
+    if optimum:
+        topology = topology_of(policy, cluster.snapshot)
+        best = solve(cluster.snapshot, topology, cluster.traffic().rates, scenario)
     by_key = {w.key: w for w in scenario.workloads}
     acting = policy.model_copy(update={"mode": mode})
     state = PlannerState()
@@ -480,7 +503,9 @@ def simulate(
         state = outcome.state.record_moves(evicted, now)
         counts = (len(evicted), landed, refused)
         rows.append(_row(number, cluster, policy, counts, tuple(dict.fromkeys(moved))))
-    return SimulationResult(scenario.name, mode, seed, tuple(rows), policy.price.currency)
+    return SimulationResult(
+        scenario.name, mode, seed, tuple(rows), policy.price.currency, best, optimum
+    )
 
 
 def _ordinal(pod: Pod) -> int:
@@ -530,6 +555,13 @@ def result_table(result: SimulationResult) -> str:
         lines.append(
             f"{'crossing ' + level:<24}{summary['crossing_before'][level]:>12.1f}"
             f"{summary['crossing_after'][level]:>12.1f}"
+        )
+    if result.optimum_asked:
+        best = result.optimum
+        lines.append(
+            "optimum: not computable here"
+            if best is None
+            else f"{'optimum':<24}{best.weighted_cost:>24.1f}  (min moves {best.min_moves})"
         )
     lines.append(
         f"moves {summary['moves']}, landed in target {summary['landed_in_target']}, "

@@ -9,7 +9,10 @@ from pathlib import Path
 
 import pytest
 
+from rebalancer import optimum
 from rebalancer.cli import main
+from rebalancer.engine import topology_of
+from rebalancer.optimum import Optimum, solve
 from rebalancer.policy import Policy, load_policy, parse_policy
 from rebalancer.scenario import load_scenario, parse_scenario
 from rebalancer.simulation import (
@@ -143,3 +146,69 @@ def test_bad_input_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str
     assert main(["simulate", str(SCENARIOS / "chatty-pair.yaml"), "--cycles", "0"]) == 2
     assert main(["simulate", "--schema"]) == 0
     assert "NodeGrid" in json.loads(capsys.readouterr().out)["$defs"]
+
+
+def _optimum_of(scenario_text: str) -> Optimum | None:
+    scenario = parse_scenario(scenario_text, "optimum")
+    cluster = SimulatedCluster(scenario, Scheduler(0))
+    topology = topology_of(DEMO_POLICY, cluster.snapshot)
+    return solve(cluster.snapshot, topology, cluster.traffic().rates, scenario)
+
+
+FORCED_APART = """
+name: forced-apart
+nodes:
+  - {name: a, zone: zone-a, rack: rack-1, cpu: "1", memory: 1Gi}
+  - {name: b, zone: zone-b, rack: rack-1, cpu: "1", memory: 1Gi}
+workloads:
+  - {name: client, namespace: x, cpu: "1", memory: 512Mi}
+  - {name: server, namespace: x, cpu: "1", memory: 512Mi}
+traffic:
+  - {source: x/client, destination: x/server, rate: 7}
+"""
+
+
+def test_the_optimum_respects_capacity_and_counts_the_widest_split() -> None:
+    """Each node holds one pod, so the pair must cross a zone: 7 x the zone weight of 10."""
+    assert _optimum_of(FORCED_APART) == Optimum(weighted_cost=70.0, min_moves=0)
+
+
+SPREAD_SERVERS = """
+name: spread-servers
+nodes:
+  - {name: a, zone: zone-a, rack: rack-1, cpu: "4", memory: 4Gi}
+  - {name: b, zone: zone-b, rack: rack-1, cpu: "4", memory: 4Gi}
+workloads:
+  - {name: client, namespace: x, cpu: "1", memory: 512Mi}
+  - {name: server, namespace: x, replicas: 2, cpu: "1", memory: 512Mi,
+     spread: [{level: zone, max_skew: 1, hard: true}]}
+traffic:
+  - {source: x/client, destination: x/server, rate: 7}
+"""
+
+
+def test_the_optimum_respects_hard_spread() -> None:
+    """One server per zone, the client beside one of them: half the traffic crosses a zone."""
+    best = _optimum_of(SPREAD_SERVERS)
+    assert best is not None and best.weighted_cost == pytest.approx(35.0)
+
+
+@pytest.mark.parametrize("name", ["chatty-pair", "training-gang", "demo"])
+def test_no_plan_beats_the_optimum(name: str) -> None:
+    result = simulate(
+        load_scenario(SCENARIOS / f"{name}.yaml"),
+        DEMO_POLICY,
+        cycles=6,
+        mode="migrate",
+        seed=0,
+        optimum=True,
+    )
+    summary = result.summary()
+    assert summary["optimal_weighted_cost"] is not None
+    assert summary["optimal_weighted_cost"] <= summary["weighted_cost_after"] + 1e-6
+    assert summary["optimal_weighted_cost"] <= summary["weighted_cost_before"] + 1e-6
+
+
+def test_a_program_too_large_is_not_attempted(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(optimum, "MAX_ASSIGNMENTS", 1)
+    assert _optimum_of(FORCED_APART) is None
