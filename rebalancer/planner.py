@@ -238,8 +238,13 @@ class _Cycle:
             return "persistence", (
                 f"proposed {seen} of {self.persistence_required} consecutive cycles"
             )
-        if gain <= 0 or gain < self.min_gain:
-            return "below-threshold", f"gain {gain:.3g} below threshold {self.min_gain:.3g}"
+        # Relative to the pod's own cost, not the cluster's: a cluster-wide share would grow with
+        # the cluster until no single move could clear it.
+        threshold = max(
+            self.min_gain, self.policy.thresholds.min_gain_ratio * self.cost.pod_cost(pod.key)
+        )
+        if gain <= 0 or gain < threshold:
+            return "below-threshold", f"gain {gain:.3g} below threshold {threshold:.3g}"
         checks: tuple[tuple[SkipCategory, Callable[[], str | None]], ...] = (
             ("limit", lambda: self.budget.refusal(self.scopes(pod))),
             ("pdb", lambda: self.pdb_refusal(pod)),
@@ -386,7 +391,7 @@ def plan(
         state=state,
         now=now,
         persistence_required=persistence_required,
-        min_gain=max(thresholds.min_gain, thresholds.min_gain_ratio * before.weighted_cost),
+        min_gain=thresholds.min_gain,
         cost=view.cost.copy(),
         occupancy=view.occupancy.copy(),
         budget=_Budget(policy),

@@ -228,7 +228,8 @@ class Thresholds(_Strict):
     min_gain: Annotated[float, Field(ge=0)] = 1.0
     """A move must save at least this much weighted traffic (rate x level weight)."""
     min_gain_ratio: Annotated[float, Field(ge=0, le=1)] = 0.01
-    """...and at least this share of the cluster's current weighted cost."""
+    """...and at least this share of the moving pod's own current weighted cost (its traffic x
+    the weight of each level it crosses), so tiny improvements to a pod are left alone."""
 
 
 class LabelSelectorRequirement(_Strict):
