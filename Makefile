@@ -4,7 +4,7 @@ PYTHON ?= python3
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: test lint demo plan-example bench bench-modes prometheus binaries cluster-up cluster-down clean
+.PHONY: test lint demo plan-example bench bench-modes bench-quality prometheus binaries cluster-up cluster-down clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -43,6 +43,10 @@ test: $(STAMP) prometheus binaries lint
 # Figures, not pass/fail: how heavy the local control plane is.
 bench: $(STAMP) binaries
 	$(BIN)/python bench/control_plane.py
+
+# Plan quality against the optimum (HiGHS) on the scenario suite; writes bench/results/quality.*
+bench-quality: $(STAMP)
+	$(BIN)/python bench/quality.py
 
 # Evict against migrate on the live control plane; writes bench/results/modes.{md,json}.
 bench-modes: $(STAMP) prometheus binaries

@@ -65,9 +65,13 @@ def solve(
     topology: Topology,
     rates: dict[tuple[str, str], float],
     scenario: Scenario,
+    fixed: frozenset[str] = frozenset(),
 ) -> Optimum | None:
-    """The optimum for the pods placed now, or None when it is too large or not proven."""
+    """The optimum for the pods placed now, or None when it is too large or not proven. Pods in
+    `fixed` stay where they are: those the policy protects, which no plan may move either."""
     allowed = _allowed_nodes(snapshot)
+    for key in fixed & allowed.keys():
+        allowed[key] = [node for node in allowed[key] if node == snapshot.pods[key].node_name]
     if sum(len(nodes) for nodes in allowed.values()) > MAX_ASSIGNMENTS:
         return None
     program = _Program(snapshot, topology, allowed)

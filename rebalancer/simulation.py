@@ -27,7 +27,7 @@ from rebalancer.engine import build_view, plan_cycle, topology_of
 from rebalancer.fit import Occupancy, rejection
 from rebalancer.graph import Figures
 from rebalancer.optimum import Optimum, solve
-from rebalancer.planner import Move, PlannerState, price_of
+from rebalancer.planner import Move, PlannerState, price_of, protection_reason
 from rebalancer.policy import Policy
 from rebalancer.scenario import (
     LEVEL_LABELS,
@@ -461,7 +461,12 @@ def simulate(
     best = None
     if optimum:
         topology = topology_of(policy, cluster.snapshot)
-        best = solve(cluster.snapshot, topology, cluster.traffic().rates, scenario)
+        protected = frozenset(
+            key
+            for key, pod in cluster.snapshot.pods.items()
+            if protection_reason(pod, cluster.snapshot, policy) is not None
+        )
+        best = solve(cluster.snapshot, topology, cluster.traffic().rates, scenario, protected)
     by_key = {w.key: w for w in scenario.workloads}
     acting = policy.model_copy(update={"mode": mode})
     state = PlannerState()
@@ -506,6 +511,46 @@ def simulate(
     return SimulationResult(
         scenario.name, mode, seed, tuple(rows), policy.price.currency, best, optimum
     )
+
+
+def naive_baseline(scenario: Scenario, policy: Policy, *, seed: int) -> SimulationResult:
+    """What a traffic-blind fix does: one pass that evicts every pod with any cross-zone flow
+    (through the Eviction API, so PDBs still refuse some) and lets the scheduler re-place it."""
+    cluster = SimulatedCluster(scenario, Scheduler(seed))
+    by_key = {w.key: w for w in scenario.workloads}
+    zone_label = LEVEL_LABELS["zone"]
+    rows = [_row(0, cluster, policy, (0, 0, 0))]
+    cluster.refresh_budgets()
+    zone_of = {
+        key: cluster.snapshot.nodes[pod.node_name].labels.get(zone_label)
+        for key, pod in cluster.snapshot.pods.items()
+        if pod.node_name
+    }
+    crossing = sorted(
+        {
+            pod
+            for a, b in cluster.traffic().rates
+            if zone_of.get(a) != zone_of.get(b)
+            for pod in (a, b)
+        }
+    )
+    evicted = refused = 0
+    disrupted: Counter[str] = Counter()
+    moved: list[str] = []
+    for key in crossing:
+        old = cluster.snapshot.pods[key]
+        workload = by_key[_workload_key(old)]
+        healthy = len(cluster.ready_of(workload)) - disrupted[workload.key]
+        if workload.pdb is not None and healthy <= desired_healthy(workload):
+            refused += 1
+            continue
+        disrupted[workload.key] += 1
+        cluster.remove(key)
+        cluster.create(workload, _ordinal(old), steering=None)
+        evicted += 1
+        moved.append(workload.key)
+    rows.append(_row(1, cluster, policy, (evicted, 0, refused), tuple(dict.fromkeys(moved))))
+    return SimulationResult(scenario.name, "evict", seed, tuple(rows), policy.price.currency)
 
 
 def _ordinal(pod: Pod) -> int:

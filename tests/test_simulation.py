@@ -19,6 +19,7 @@ from rebalancer.simulation import (
     DEFAULT_POLICY,
     Scheduler,
     SimulatedCluster,
+    naive_baseline,
     simulate,
     violations,
 )
@@ -212,3 +213,21 @@ def test_no_plan_beats_the_optimum(name: str) -> None:
 def test_a_program_too_large_is_not_attempted(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(optimum, "MAX_ASSIGNMENTS", 1)
     assert _optimum_of(FORCED_APART) is None
+
+
+@pytest.mark.parametrize("path", sorted(SCENARIOS.glob("*.yaml")), ids=lambda p: p.stem)
+def test_every_suite_scenario_is_valid_and_starts_fully_placed(path: Path) -> None:
+    scenario = load_scenario(path)
+    cluster = SimulatedCluster(scenario, Scheduler(0))
+    pending = [pod.key for pod in cluster.snapshot.pods.values() if not pod.node_name]
+    assert pending == []
+    assert violations(cluster) == {"pdb": 0, "capacity": 0, "spread": 0}
+
+
+def test_the_naive_baseline_evicts_every_pod_that_crosses_a_zone_once() -> None:
+    scenario = load_scenario(SCENARIOS / "chatty-pair.yaml")
+    result = naive_baseline(scenario, DEMO_POLICY, seed=0)
+    [_start, after] = result.cycles
+    # Six pods cross zones; each PDB (2 of 3) lets one of its workload go per pass.
+    assert (after.evictions, after.refused_by_pdb) == (2, 4)
+    assert set(after.moved) == {"shop/client", "shop/server"}
