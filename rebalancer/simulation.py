@@ -67,11 +67,11 @@ _DEFAULT_ZONE_SKEW, _DEFAULT_HOST_SKEW = 5, 3
 
 @dataclass(frozen=True)
 class Steering:
-    """What migrate mode adds to a replacement: node affinity for the target's labels."""
+    """What migrate mode adds to a replacement: node affinity for the target's labels. Its
+    weight does not matter here: as a pod's only preferred term it always normalizes to 100."""
 
     labels: Mapping[str, str]
     required: bool
-    weight: int
 
 
 def _fraction(part: int, whole: int) -> float:
@@ -495,9 +495,7 @@ def simulate(
             cluster.remove(move.pod)
             steering = None
             if mode == "migrate":
-                steering = Steering(
-                    move.target_labels, acting.migrate.required, acting.migrate.weight
-                )
+                steering = Steering(move.target_labels, acting.migrate.required)
             new = cluster.create(workload, _ordinal(old), steering=steering)
             if new.node_name and (
                 move.target_labels.items() <= cluster.snapshot.nodes[new.node_name].labels.items()
