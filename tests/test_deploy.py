@@ -185,3 +185,21 @@ def test_the_shell_scripts_pass_shellcheck() -> None:
         [str(shellcheck), *map(str, scripts)], capture_output=True, text=True, check=False
     )
     assert checked.returncode == 0, checked.stdout
+
+
+def test_the_install_example_sets_the_image_and_prometheus() -> None:
+    built = subprocess.run(
+        [kubectl(), "kustomize", str(ROOT / "examples" / "install")],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    objects = [doc for doc in yaml.safe_load_all(built.stdout) if doc]
+    [container] = find(objects, "Deployment", "topology-rebalancer")["spec"]["template"]["spec"][
+        "containers"
+    ]
+    assert container["image"] == "my-registry/topology-rebalancer:0.1.0"
+    assert container["env"][0] == {
+        "name": "PROMETHEUS_URL",
+        "value": "http://prometheus-operated.monitoring.svc:9090",
+    }
