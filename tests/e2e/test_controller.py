@@ -301,16 +301,23 @@ def test_metrics_show_the_true_figures(setup: Setup, tmp_path: Path) -> None:
         stderr=subprocess.DEVNULL,
     )
     url = f"http://127.0.0.1:{port}"
+
+    def scrape() -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+        text = requests.get(f"{url}/metrics", timeout=2).text
+        return {
+            (s.name, tuple(sorted(s.labels.items()))): s.value
+            for family in text_string_to_metric_families(text)
+            for s in family.samples
+        }
+
+    ok_cycles = ("topology_rebalancer_cycles_total", (("result", "ok"),))
     try:
         wait_until(lambda: requests.get(f"{url}/readyz", timeout=2).ok, 60, "readyz")
         assert requests.get(f"{url}/healthz", timeout=2).text == "ok"
-        samples = {
-            (s.name, tuple(sorted(s.labels.items()))): s.value
-            for family in text_string_to_metric_families(
-                requests.get(f"{url}/metrics", timeout=2).text
-            )
-            for s in family.samples
-        }
+        # Ready comes before the first cycle ends (a replica that has not led yet is ready), so
+        # the figures are read once a cycle has finished.
+        wait_until(lambda: scrape().get(ok_cycles, 0) >= 1, 60, "a finished cycle")
+        samples = scrape()
     finally:
         replica.send_signal(signal.SIGTERM)
         replica.wait(timeout=30)
