@@ -231,3 +231,13 @@ def test_the_naive_baseline_evicts_every_pod_that_crosses_a_zone_once() -> None:
     # Six pods cross zones; each PDB (2 of 3) lets one of its workload go per pass.
     assert (after.evictions, after.refused_by_pdb) == (2, 4)
     assert set(after.moved) == {"shop/client", "shop/server"}
+
+
+@pytest.mark.parametrize("name", ["already-optimal", "low-traffic"])
+def test_nothing_moves_where_nothing_should(name: str) -> None:
+    policy = parse_policy(DEFAULT_POLICY, "built-in")
+    for mode in ("evict", "migrate"):
+        result = simulate(
+            load_scenario(SCENARIOS / f"{name}.yaml"), policy, cycles=10, mode=mode, seed=0
+        )
+        assert result.summary()["moves"] == 0
