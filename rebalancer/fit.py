@@ -83,6 +83,25 @@ def node_affinity_allows(pod: Pod, node: Node) -> bool:
     )
 
 
+def untolerated_taint(pod: Pod, node: Node) -> Taint | None:
+    """The first NoSchedule or NoExecute taint of the node the pod does not tolerate."""
+    for taint in node.taints:
+        if taint.effect in _HARD_TAINT_EFFECTS and not tolerates(pod.tolerations, taint):
+            return taint
+    return None
+
+
+def admits(pod: Pod, node: Node) -> bool:
+    """Whether the node could ever take the pod, whatever else runs there: ready, schedulable,
+    selected by the pod's node rules, and every hard taint tolerated."""
+    return (
+        node.ready
+        and not node.unschedulable
+        and node_affinity_allows(pod, node)
+        and untolerated_taint(pod, node) is None
+    )
+
+
 def rejection(pod: Pod, node: Node, occupancy: Occupancy, honor_soft_spread: bool) -> str | None:
     """Why the scheduler would refuse `pod` on `node`, or None if it would accept it."""
     if node.unschedulable or not node.ready:
@@ -91,9 +110,9 @@ def rejection(pod: Pod, node: Node, occupancy: Occupancy, honor_soft_spread: boo
         return "insufficient resources"
     if not node_affinity_allows(pod, node):
         return "node selector or affinity"
-    for taint in node.taints:
-        if taint.effect in _HARD_TAINT_EFFECTS and not tolerates(pod.tolerations, taint):
-            return f"untolerated taint {taint.key}"
+    taint = untolerated_taint(pod, node)
+    if taint is not None:
+        return f"untolerated taint {taint.key}"
     if not _pod_affinity_allows(pod, node, occupancy):
         return "pod affinity or anti-affinity"
     for constraint in pod.spread_constraints:

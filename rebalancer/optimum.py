@@ -23,7 +23,7 @@ from typing import Any
 
 import highspy
 
-from rebalancer.fit import node_affinity_allows, tolerates
+from rebalancer.fit import admits
 from rebalancer.scenario import LEVEL_LABELS, Scenario
 from rebalancer.snapshot import Snapshot
 from rebalancer.topology import Topology
@@ -43,18 +43,7 @@ class Optimum:
 def _allowed_nodes(snapshot: Snapshot) -> dict[str, list[str]]:
     """Pod -> nodes whose selectors and taints admit it; capacity and spread are constraints."""
     return {
-        pod.key: [
-            node.name
-            for node in snapshot.nodes.values()
-            if node.ready
-            and not node.unschedulable
-            and node_affinity_allows(pod, node)
-            and all(
-                tolerates(pod.tolerations, taint)
-                for taint in node.taints
-                if taint.effect in {"NoSchedule", "NoExecute"}
-            )
-        ]
+        pod.key: [node.name for node in snapshot.nodes.values() if admits(pod, node)]
         for pod in snapshot.pods.values()
         if pod.node_name
     }
