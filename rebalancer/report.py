@@ -11,6 +11,17 @@ from rebalancer.engine import CycleOutcome
 from rebalancer.graph import Figures
 
 
+def rounded(value: Any) -> Any:
+    """Floats to a thousandth, so sums print as 120.0 rather than 119.99999999999999."""
+    if isinstance(value, float):
+        return round(value, 3)
+    if isinstance(value, dict):
+        return {key: rounded(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [rounded(item) for item in value]
+    return value
+
+
 def figures_json(figures: Figures) -> dict[str, Any]:
     return {
         "total": figures.total,

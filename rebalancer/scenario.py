@@ -90,6 +90,15 @@ class WorkloadSpec(_Strict):
     def key(self) -> str:
         return f"{self.namespace}/{self.name}"
 
+    @property
+    def promised_ready(self) -> int:
+        """The Ready pods the workload's PDB promises; 0 without a PDB."""
+        if self.pdb is None:
+            return 0
+        if self.pdb.min_available is not None:
+            return self.pdb.min_available
+        return self.replicas - (self.pdb.max_unavailable or 0)
+
 
 class TrafficSpec(_Strict):
     """Traffic from one workload to another, `rate` per second in total over the pair."""
@@ -162,6 +171,18 @@ def load_scenario(path: Path) -> Scenario:
 
 
 # --- Kubernetes objects ---------------------------------------------------------------------
+
+
+def domain_counts(
+    label: str, nodes: Iterable[Mapping[str, str]], placed: Iterable[Mapping[str, str]]
+) -> dict[str, int]:
+    """Pods per domain of `label`: every domain some node is in, 0 where no pod runs. `placed`
+    holds the labels of each pod's node; a node without the label counts in no domain."""
+    counts = {labels[label]: 0 for labels in nodes if label in labels}
+    for labels in placed:
+        if label in labels:
+            counts[labels[label]] = counts.get(labels[label], 0) + 1
+    return counts
 
 
 def in_domain(labels: Mapping[str, str], domain: Mapping[LevelName, str]) -> bool:

@@ -29,6 +29,7 @@ from rebalancer.graph import Figures
 from rebalancer.optimum import Optimum, solve
 from rebalancer.planner import Move, PlannerState, price_of, protection_reason
 from rebalancer.policy import Policy
+from rebalancer.report import rounded
 from rebalancer.scenario import (
     LEVEL_LABELS,
     ZONE_LABEL,
@@ -36,6 +37,7 @@ from rebalancer.scenario import (
     PlacedPod,
     Scenario,
     WorkloadSpec,
+    domain_counts,
     node_object,
     pair_rates,
     workload_objects,
@@ -234,7 +236,7 @@ class SimulatedCluster:
             dataclasses.replace(
                 pdb,
                 disruptions_allowed=max(
-                    0, len(self.ready_of(by_name[key])) - desired_healthy(by_name[key])
+                    0, len(self.ready_of(by_name[key])) - by_name[key].promised_ready
                 ),
                 status_observed=True,
             )
@@ -261,15 +263,6 @@ def _ready(node: dict[str, Any]) -> dict[str, Any]:
 def _workload_key(pod: Pod) -> str:
     """The scenario workload a pod belongs to: its namespace and `app` label."""
     return f"{pod.namespace}/{pod.labels.get('app', '')}"
-
-
-def desired_healthy(workload: WorkloadSpec) -> int:
-    """The Ready pods the workload's PDB promises (0 without one)."""
-    if workload.pdb is None:
-        return 0
-    if workload.pdb.min_available is not None:
-        return workload.pdb.min_available
-    return workload.replicas - (workload.pdb.max_unavailable or 0)
 
 
 def _labels(domain: Mapping[LevelName, str]) -> dict[str, str]:
@@ -400,7 +393,7 @@ def violations(cluster: SimulatedCluster) -> Violations:
     pdb = sum(
         1
         for workload in cluster.scenario.workloads
-        if workload.pdb is not None and len(cluster.ready_of(workload)) < desired_healthy(workload)
+        if len(cluster.ready_of(workload)) < workload.promised_ready
     )
     capacity = sum(
         1
@@ -410,14 +403,14 @@ def violations(cluster: SimulatedCluster) -> Violations:
     spread = 0
     for workload in cluster.scenario.workloads:
         for constraint in (c for c in workload.spread if c.hard):
-            label = LEVEL_LABELS[constraint.level]
-            counts = Counter(
-                {n.labels[label]: 0 for n in cluster.snapshot.nodes.values() if label in n.labels}
-            )
-            counts.update(
-                cluster.snapshot.nodes[pod.node_name].labels.get(label, "")
-                for pod in cluster.ready_of(workload)
-                if pod.node_name
+            counts = domain_counts(
+                LEVEL_LABELS[constraint.level],
+                (node.labels for node in cluster.snapshot.nodes.values()),
+                (
+                    cluster.snapshot.nodes[pod.node_name].labels
+                    for pod in cluster.ready_of(workload)
+                    if pod.node_name
+                ),
             )
             if counts and max(counts.values()) - min(counts.values()) > constraint.max_skew:
                 spread += 1
@@ -485,8 +478,7 @@ def simulate(
             workload = by_key[_workload_key(old)]
             # The Eviction API's check: replacements are not Ready before the next cycle.
             if (
-                len(cluster.ready_of(workload)) - disrupted[workload.key]
-                <= desired_healthy(workload)
+                len(cluster.ready_of(workload)) - disrupted[workload.key] <= workload.promised_ready
                 and workload.pdb is not None
             ):
                 refused += 1
@@ -539,7 +531,7 @@ def naive_baseline(scenario: Scenario, policy: Policy, *, seed: int) -> Simulati
         old = cluster.snapshot.pods[key]
         workload = by_key[_workload_key(old)]
         healthy = len(cluster.ready_of(workload)) - disrupted[workload.key]
-        if workload.pdb is not None and healthy <= desired_healthy(workload):
+        if workload.pdb is not None and healthy <= workload.promised_ready:
             refused += 1
             continue
         disrupted[workload.key] += 1
@@ -555,25 +547,14 @@ def _ordinal(pod: Pod) -> int:
     return int(pod.annotations.get("topology-rebalancer.io/ordinal", "0"))
 
 
-def _rounded(value: Any) -> Any:
-    """Floats to a thousandth, so sums print as 120.0 rather than 119.99999999999999."""
-    if isinstance(value, float):
-        return round(value, 3)
-    if isinstance(value, dict):
-        return {key: _rounded(item) for key, item in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_rounded(item) for item in value]
-    return value
-
-
 def result_json(result: SimulationResult) -> dict[str, Any]:
     return {
         "scenario": result.scenario,
         "mode": result.mode,
         "seed": result.seed,
         "currency": result.currency,
-        "cycles": _rounded([dataclasses.asdict(row) for row in result.cycles]),
-        "summary": _rounded(result.summary()),
+        "cycles": rounded([dataclasses.asdict(row) for row in result.cycles]),
+        "summary": rounded(result.summary()),
     }
 
 

@@ -9,7 +9,6 @@ extra eviction is followed within moments by a kwok replacement that is Ready ag
 from __future__ import annotations
 
 import threading
-from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -17,18 +16,8 @@ import urllib3
 from kubernetes import client
 
 from rebalancer.kube import list_raw
-from rebalancer.scenario import LEVEL_LABELS, Scenario, WorkloadSpec
+from rebalancer.scenario import LEVEL_LABELS, Scenario, domain_counts
 from rebalancer.testing.cluster import is_ready
-
-
-def min_healthy(workload: WorkloadSpec) -> int | None:
-    """The Ready replicas the workload's PDB promises, or None when it has no budget."""
-    if workload.pdb is None:
-        return None
-    if workload.pdb.min_available is not None:
-        return workload.pdb.min_available
-    assert workload.pdb.max_unavailable is not None  # the model requires exactly one
-    return workload.replicas - workload.pdb.max_unavailable
 
 
 def ready_by_workload(scenario: Scenario, pods: list[dict[str, Any]]) -> dict[str, list[Any]]:
@@ -64,8 +53,8 @@ class InvariantWatch:
     def check_budgets(self) -> None:
         ready = ready_by_workload(self.scenario, self.pods())
         for workload in self.scenario.workloads:
-            promised = min_healthy(workload)
-            if promised is not None and len(ready[workload.key]) < promised:
+            promised = workload.promised_ready
+            if len(ready[workload.key]) < promised:
                 self.pdb_violations.append(
                     f"{workload.key}: {len(ready[workload.key])} Ready, PDB promises {promised}"
                 )
@@ -81,10 +70,12 @@ class InvariantWatch:
         broken = []
         for workload in self.scenario.workloads:
             for spread in (s for s in workload.spread if s.hard):
-                label = LEVEL_LABELS[spread.level]
-                counts = Counter({labels[label]: 0 for labels in nodes.values() if label in labels})
-                counts.update(nodes[pod["spec"]["nodeName"]][label] for pod in ready[workload.key])
-                skew = max(counts.values()) - min(counts.values())
+                counts = domain_counts(
+                    LEVEL_LABELS[spread.level],
+                    nodes.values(),
+                    (nodes[pod["spec"]["nodeName"]] for pod in ready[workload.key]),
+                )
+                skew = max(counts.values()) - min(counts.values()) if counts else 0
                 if skew > spread.max_skew:
                     broken.append(
                         f"{workload.key}: {spread.level} skew {skew} > {spread.max_skew} "

@@ -28,6 +28,7 @@ from rebalancer.kube import list_raw, read_snapshot
 from rebalancer.metrics import ControllerMetrics
 from rebalancer.planner import Move
 from rebalancer.policy import Mode, Policy
+from rebalancer.report import rounded
 from rebalancer.scenario import Scenario
 from rebalancer.serving_keys import shared_serving_keys
 from rebalancer.sources import ConfigMapState, FixedPolicy
@@ -99,8 +100,8 @@ class TrialSummary:
             "mode": self.mode,
             "level": self.level,
             "cycles": len(self.cycles),
-            "crossing_before": _rounded(self.before),
-            "crossing_after": _rounded(self.after),
+            "crossing_before": rounded(self.before),
+            "crossing_after": rounded(self.after),
             "drop": round(self.drop, 4),
             "moves": self.moves,
             "landed_in_target": self.landed,
@@ -110,11 +111,6 @@ class TrialSummary:
             "spread_violations": self.spread_violations,
             "invariant_polls": self.invariant_polls,
         }
-
-
-def _rounded(crossing: dict[str, float]) -> dict[str, float]:
-    """Rates to a thousandth of a flow: float sums print as 119.99999999999999 otherwise."""
-    return {level: round(rate, 3) for level, rate in crossing.items()}
 
 
 @dataclass(frozen=True)
