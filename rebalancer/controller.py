@@ -134,7 +134,11 @@ class Controller:
         if not dry_run and outcome.plan.moves:
             # Cooldowns first: if the process dies mid-cycle, a restart must still see every
             # workload it may have moved as recently moved. A cooldown too many is harmless.
-            self.state.save(outcome.state.record_moves(outcome.plan.moves, now))
+            self.state.save(
+                outcome.state.record_moves(
+                    outcome.plan.moves, now, policy.cooldown.per_workload_seconds
+                )
+            )
         executor = EvictionExecutor(self.api, self.recorder, dry_run=dry_run, steering=steering)
         outcomes = executor.execute(outcome.plan.moves, still_allowed=self._may_act)
         for done in outcomes:
@@ -147,7 +151,7 @@ class Controller:
                 done.detail or done.move.reason,
             )
         evicted = [done.move for done in outcomes if done.result == "evicted"]
-        state = outcome.state.record_moves(evicted, now)
+        state = outcome.state.record_moves(evicted, now, policy.cooldown.per_workload_seconds)
         state = state.awaiting(
             Landing(hint=done.hint, evicted_pod=done.move.pod, evicted_at=now)
             for done in outcomes

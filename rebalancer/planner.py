@@ -46,6 +46,11 @@ class Move:
     strategy: str
     reason: str
 
+    def remembered(self, at: float) -> RecentMove:
+        assert self.workload is not None
+        left = {name: self.origin[name] for name in self.destination if name in self.origin}
+        return RecentMove(workload=self.workload, left=left, entered=self.destination, at=at)
+
 
 SkipCategory = Literal[
     "protected", "cooldown", "persistence", "below-threshold", "limit", "pdb", "spread", "no-fit"
@@ -70,17 +75,52 @@ class Plan:
     candidates: int
 
 
+class RecentMove(BaseModel):
+    """A move kept for the cooldown: what a later move of the same workload may not undo.
+
+    Domains are level name -> value, down to the level the move targeted, so a policy that
+    renames or reorders its levels cannot make an old move match the wrong domain.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    workload: str
+    left: dict[str, str]
+    """The domain the pod left, at the depth of `entered`."""
+    entered: dict[str, str]
+    at: float
+    """Unix seconds."""
+
+    def undone_by(self, location: dict[str, str], target: dict[str, str]) -> bool:
+        """True if moving a pod from `location` to `target` takes it out of the domain this move
+        entered, or puts it into the one this move left: the two halves of a bounce."""
+        takes_out = _inside(location, self.entered) and not _inside(target, self.entered)
+        puts_back = _overlap(target, self.left) and not _inside(location, self.left)
+        return takes_out or puts_back
+
+
+def _inside(place: dict[str, str], domain: dict[str, str]) -> bool:
+    return domain.items() <= place.items()
+
+
+def _overlap(first: dict[str, str], second: dict[str, str]) -> bool:
+    """Whether the domains can share a node: they agree on every level both name."""
+    return all(second[name] == value for name, value in first.items() if name in second)
+
+
 class PlannerState(BaseModel):
     """Loop protection that must outlive a cycle (and, in the controller, a restart).
 
     `streaks` counts consecutive cycles in which a move was proposed; `last_moved` holds when each
-    workload was last moved, as Unix seconds.
+    workload was last moved, as Unix seconds, for the back-off after missed landings.
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     streaks: dict[str, int] = {}
     last_moved: dict[str, float] = {}
+    recent_moves: list[RecentMove] = []
+    """Moves still within the cooldown, oldest first."""
     landings: list[Landing] = []
     """Migrate-mode replacements not yet seen bound to a node."""
     misses: dict[str, int] = {}
@@ -106,12 +146,17 @@ class PlannerState(BaseModel):
         streaks = {key: self.streaks.get(key, 0) + 1 for key in sorted(proposed)}
         return self.model_copy(update={"streaks": streaks})
 
-    def record_moves(self, moves: Iterable[Move], now: float) -> PlannerState:
+    def record_moves(
+        self, moves: Iterable[Move], now: float, cooldown_seconds: float
+    ) -> PlannerState:
+        """Remember the moves, and forget those whose cooldown is over."""
         last_moved = dict(self.last_moved)
+        recent = [m for m in self.recent_moves if now - m.at < cooldown_seconds]
         for move in moves:
             if move.workload is not None:
                 last_moved[move.workload] = now
-        return self.model_copy(update={"last_moved": last_moved})
+                recent.append(move.remembered(now))
+        return self.model_copy(update={"last_moved": last_moved, "recent_moves": recent})
 
 
 def streak_key(candidate: Candidate) -> str:
@@ -214,6 +259,8 @@ class _Cycle:
     occupancy: Occupancy
     budget: _Budget
     pdb_spent: Counter[str] = field(default_factory=Counter)
+    moved_now: list[RecentMove] = field(default_factory=list)
+    """This cycle's moves, which later moves in it may not undo either."""
 
     @property
     def zone_level(self) -> int:
@@ -227,12 +274,9 @@ class _Cycle:
         if protected is not None:
             return "protected", protected
         if pod.workload is not None:
-            last = self.state.last_moved.get(str(pod.workload))
-            misses = min(self.state.misses.get(str(pod.workload), 0), _MAX_BACKOFF_DOUBLINGS)
-            cooldown = self.policy.cooldown.per_workload_seconds * 2**misses
-            remaining = cooldown - (self.now - last) if last is not None else 0
-            if remaining > 0:
-                return "cooldown", f"workload in cooldown for {remaining:.0f}s more"
+            held = self.cooldown_refusal(str(pod.workload), pod.key, candidate.target)
+            if held is not None:
+                return "cooldown", held
         seen = self.state.streaks.get(streak_key(candidate), 0)
         if seen < self.persistence_required:
             return "persistence", (
@@ -256,6 +300,31 @@ class _Cycle:
                 return category, reason
         return None
 
+    def cooldown_refusal(self, workload: str, pod: str, target: Domain) -> str | None:
+        """A workload may keep moving the same way, but not undo a recent move, and after missed
+        landings it waits, doubling the wait with each miss in a row."""
+        cooldown = self.policy.cooldown.per_workload_seconds
+        misses = self.state.misses.get(workload, 0)
+        last = self.state.last_moved.get(workload)
+        if misses and last is not None:
+            doublings = min(misses - 1, _MAX_BACKOFF_DOUBLINGS)
+            remaining = cooldown * 2**doublings - (self.now - last)
+            if remaining > 0:
+                return (
+                    f"backing off {remaining:.0f}s more after {misses} replacement(s) "
+                    "missed their target"
+                )
+        topology = self.view.topology
+        location = _describe(topology, self.cost.locations[pod])
+        destination = target.describe(topology.levels)
+        for recent in [*self.state.recent_moves, *self.moved_now]:
+            remaining = cooldown - (self.now - recent.at)
+            undoes = recent.workload == workload and recent.undone_by(location, destination)
+            if undoes and remaining > 0:
+                entered = "/".join(recent.entered.values())
+                return f"would undo its move into {entered}; cooldown {remaining:.0f}s more"
+        return None
+
     def scopes(self, pod: Pod) -> dict[str, str]:
         scopes = {"node": pod.node_name or "", "namespace": pod.namespace}
         if pod.workload is not None:
@@ -273,7 +342,7 @@ class _Cycle:
         topology = self.view.topology
         origin = _describe(topology, self.cost.locations[pod.key])
         self.cost.move(pod.key, candidate.target)
-        return Move(
+        move = Move(
             pod=pod.key,
             workload=str(pod.workload) if pod.workload else None,
             origin=origin,
@@ -293,6 +362,9 @@ class _Cycle:
             strategy=candidate.strategy,
             reason=candidate.reason,
         )
+        if move.workload is not None:
+            self.moved_now.append(move.remembered(self.now))
+        return move
 
     def pdb_refusal(self, pod: Pod) -> str | None:
         pdbs = self.view.snapshot.pdbs_for(pod)

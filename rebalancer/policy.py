@@ -315,8 +315,16 @@ class Limits(_Strict):
 
 
 class Cooldown(_Strict):
+    """Loop protection: a move is not undone while it is fresh.
+
+    Pacing is the job of persistence and the limits; the cooldown only stops bounces, so a
+    workload that needs several moves the same way (a gang packed into one rack) is not slowed.
+    """
+
     per_workload_seconds: Annotated[float, Field(ge=0)] = 900
-    """A workload that was moved is left alone this long, so it cannot be bounced back."""
+    """For this long after a workload was moved, none of its pods may leave the domain it was
+    moved into, nor enter the one it was moved out of. After replacements miss their target it
+    also waits this long since its last move, doubling with each miss in a row."""
 
 
 class Persistence(_Strict):
@@ -363,7 +371,7 @@ class Policy(_Strict):
     limits: Limits = Limits()
     """Eviction budgets, on top of PDBs."""
     cooldown: Cooldown = Cooldown()
-    """How long a moved workload is left alone."""
+    """How long a move may not be undone (loop protection)."""
     persistence: Persistence = Persistence()
     """How long a move must keep being proposed before it is made."""
     migrate: Migrate = Migrate()

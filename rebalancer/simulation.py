@@ -495,7 +495,7 @@ def simulate(
                 landed += 1
             evicted.append(move)
             moved.append(workload.key)
-        state = outcome.state.record_moves(evicted, now)
+        state = outcome.state.record_moves(evicted, now, policy.cooldown.per_workload_seconds)
         counts = (len(evicted), landed, refused)
         rows.append(_row(number, cluster, policy, counts, tuple(dict.fromkeys(moved))))
     return SimulationResult(

@@ -78,17 +78,18 @@ def test_each_replacement_answers_one_landing() -> None:
     assert len(pending) == 1
 
 
-def test_misses_double_the_cooldown() -> None:
+def test_misses_back_a_workload_off_doubling_each_time() -> None:
     objects = chatty_objects(["node-a11", "node-a12"], ["node-b11", "node-b12"])
     policy = make_policy(cooldown={"per_workload_seconds": 100})
     now = 1_000_000.0
     last = {"Deployment/default/client": now - 150, "Deployment/default/server": now - 150}
-    calm = PlannerState(last_moved=last)
-    plan, _view = plan_once(policy, snapshot_of(objects), chatty_rates(objects), calm, now)
-    assert plan.moves  # 150 s since the move, past the 100 s cooldown
-    missed = PlannerState(
-        last_moved=last, misses={"Deployment/default/client": 1, "Deployment/default/server": 1}
-    )
-    plan, _view = plan_once(policy, snapshot_of(objects), chatty_rates(objects), missed, now)
-    assert plan.moves == ()  # one miss doubles it to 200 s
-    assert {s.reason for s in plan.skipped} == {"workload in cooldown for 50s more"}
+    both = ("Deployment/default/client", "Deployment/default/server")
+    for misses, moves, reasons in [
+        (0, True, set()),  # no miss: the same move may go on at once
+        (1, True, set()),  # one miss waits one cooldown: 100 s, and 150 s have passed
+        (2, False, {"backing off 50s more after 2 replacement(s) missed their target"}),
+    ]:
+        state = PlannerState(last_moved=last, misses=dict.fromkeys(both, misses) if misses else {})
+        plan, _view = plan_once(policy, snapshot_of(objects), chatty_rates(objects), state, now)
+        assert bool(plan.moves) is moves, misses
+        assert {s.reason for s in plan.skipped if s.category == "cooldown"} == reasons

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from rebalancer.engine import plan_cycle
-from rebalancer.planner import PlannerState
+from rebalancer.planner import PlannerState, RecentMove
 from rebalancer.testing import builders as b
 from rebalancer.traffic import TrafficFailure
 from tests.conftest import (
@@ -92,18 +92,91 @@ def test_limits_cap_the_plan(limits: dict[str, int], expected_moves: int) -> Non
         assert len({m.origin["zone"] for m in plan.moves}) == len(plan.moves)
 
 
-def test_cooldown_keeps_a_recently_moved_workload_still() -> None:
+NOW = 1_000_000.0
+
+
+def recent(workload: str, left: dict[str, str], entered: dict[str, str]) -> RecentMove:
+    return RecentMove(
+        workload=f"Deployment/default/{workload}", left=left, entered=entered, at=NOW - 60
+    )
+
+
+def test_cooldown_forbids_undoing_a_recent_move() -> None:
+    """The server was moved from zone a into b a minute ago: pulling it back to a is a bounce."""
     objects = chatty_objects(["node-a11", "node-a12"], ["node-b11", "node-b12"])
     policy = make_policy(cooldown={"per_workload_seconds": 600})
-    recent = PlannerState(
-        last_moved={"Deployment/default/client": 1_000_000.0 - 60, "Deployment/default/server": 1.0}
+    state = PlannerState(recent_moves=[recent("server", {"zone": "a"}, {"zone": "b"})])
+    plan, _view = plan_once(policy, snapshot_of(objects), chatty_rates(objects), state, NOW)
+    assert {m.workload for m in plan.moves} == {"Deployment/default/client"}
+    server_skips = [s for s in plan.skipped if "server" in s.pod]
+    assert server_skips and all(
+        s.reason == "would undo its move into b; cooldown 540s more" for s in server_skips
     )
-    plan, _view = plan_once(policy, snapshot_of(objects), chatty_rates(objects), recent)
-    assert {m.workload for m in plan.moves} == {"Deployment/default/server"}
-    client_skips = [s for s in plan.skipped if "client" in s.pod]
-    assert client_skips and all(
-        s.reason == "workload in cooldown for 540s more" for s in client_skips
+
+
+def test_a_workload_may_keep_moving_the_same_way_in_cooldown() -> None:
+    """Consolidating a workload takes a move per pod; the cooldown must not stretch that out."""
+    objects = chatty_objects(["node-a11", "node-a12"], ["node-b11", "node-b12"])
+    policy = make_policy(cooldown={"per_workload_seconds": 600})
+    state = PlannerState(
+        recent_moves=[
+            recent("client", {"zone": "a"}, {"zone": "b"}),
+            recent("server", {"zone": "b"}, {"zone": "a"}),
+        ]
     )
+    plan, _view = plan_once(policy, snapshot_of(objects), chatty_rates(objects), state, NOW)
+    assert plan.moves
+    assert {m.workload for m in plan.moves} <= {
+        "Deployment/default/client",
+        "Deployment/default/server",
+    }
+
+
+def test_an_expired_cooldown_allows_the_move_back() -> None:
+    objects = chatty_objects(["node-a11", "node-a12"], ["node-b11", "node-b12"])
+    policy = make_policy(cooldown={"per_workload_seconds": 30})
+    state = PlannerState(recent_moves=[recent("server", {"zone": "a"}, {"zone": "b"})])
+    plan, _view = plan_once(policy, snapshot_of(objects), chatty_rates(objects), state, NOW)
+    assert plan.moves
+    assert not [s for s in plan.skipped if s.category == "cooldown"]
+
+
+@pytest.mark.parametrize(
+    ("location", "target", "undoes"),
+    [
+        ({"zone": "a", "rack": "r1", "host": "n1"}, {"zone": "b"}, True),
+        (
+            {"zone": "a", "rack": "r1", "host": "n1"},
+            {"zone": "a", "rack": "r1", "host": "n2"},
+            False,
+        ),
+        ({"zone": "b", "rack": "r1", "host": "n5"}, {"zone": "a"}, True),
+        ({"zone": "a", "rack": "r2", "host": "n3"}, {"zone": "a", "rack": "r1"}, False),
+        ({"zone": "c", "rack": "r1", "host": "n7"}, {"zone": "a", "rack": "r2"}, True),
+        ({"zone": "c", "rack": "r1", "host": "n7"}, {"zone": "b"}, False),
+    ],
+    ids=[
+        "out-of-the-rack",
+        "within-the-rack",
+        "into-the-zone-it-left",
+        "same-way",
+        "into-the-rack-it-left",
+        "elsewhere",
+    ],
+)
+def test_what_undoes_a_move_into_a_rack(
+    location: dict[str, str], target: dict[str, str], undoes: bool
+) -> None:
+    move = RecentMove(
+        workload="w", left={"zone": "a", "rack": "r2"}, entered={"zone": "a", "rack": "r1"}, at=0
+    )
+    assert move.undone_by(location, target) is undoes
+
+
+def test_cooldown_forgets_moves_once_it_is_over() -> None:
+    state = PlannerState(recent_moves=[recent("server", {"zone": "a"}, {"zone": "b"})])
+    assert state.record_moves([], NOW, cooldown_seconds=600).recent_moves
+    assert state.record_moves([], NOW, cooldown_seconds=60).recent_moves == []
 
 
 def test_a_move_waits_until_it_has_persisted() -> None:

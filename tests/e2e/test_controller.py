@@ -385,5 +385,7 @@ def test_cooldowns_are_saved_before_any_eviction_is_sent(
     controller.state = ConfigMapState(setup.cluster.api_client(), NAMESPACE, "crash-state")
     with pytest.raises(RuntimeError, match="killed"):
         controller.run_cycle()
-    remembered = controller.state.load().last_moved
-    assert {"Deployment/ctl/client", "Deployment/ctl/server"} & set(remembered)
+    remembered = controller.state.load()
+    workloads = {"Deployment/ctl/client", "Deployment/ctl/server"}
+    assert workloads & set(remembered.last_moved)
+    assert workloads & {move.workload for move in remembered.recent_moves}
