@@ -382,14 +382,16 @@ class Policy(_Strict):
     @model_validator(mode="after")
     def _levels_named_exist(self) -> Policy:
         names = [level.name for level in self.topology.resolved_levels]
-        referenced = [("protections.min_spread.level", self.protections.min_spread.level)]
-        referenced += [
-            (f"strategies.{index}.args.level", config.args.level)
-            for index, config in enumerate(self.strategies)
-        ]
-        for where, level in referenced:
-            if level not in names:
-                raise ValueError(f"{where}: unknown level {level!r} (levels: {', '.join(names)})")
+        floor = self.protections.min_spread.level
+        if floor not in names:
+            known = ", ".join(names)
+            raise ValueError(
+                f"protections.min_spread.level: unknown level {floor!r} (levels: {known})"
+            )
+        for index, config in enumerate(self.strategies):
+            problems = config.args.level_problems(names)
+            if problems:
+                raise ValueError(f"strategies.{index}.args.{problems[0]}")
         seen = [config.name for config in self.strategies]
         if len(set(seen)) != len(seen):
             raise ValueError(f"strategies: each strategy may appear once, got {seen}")

@@ -57,8 +57,8 @@ topology:
     - {name: rack, label: topology.kubernetes.io/rack, weight: 3}
     - {name: host, label: kubernetes.io/hostname, weight: 1}
 strategies:
-  - {name: split-peers, args: {level: zone}}
-  - {name: gang-consolidation, args: {level: rack, group_by: label, group_label: app}}
+  - {name: split-peers, args: {level: zone, down_to: host}}
+  - {name: gang-consolidation, args: {level: rack, group_by: namespace}}
 """
 """What `rebalancer simulate` plans with when no --policy is given."""
 _LEAST_ALLOCATED, _SPREAD, _NODE_AFFINITY = 1, 2, 2

@@ -6,6 +6,7 @@ cannot forget a safety check and two strategies cannot spend the same budget twi
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -24,6 +25,13 @@ class StrategyArgs(BaseModel):
 
     level: str = "zone"
     """The topology level, by name, at which the strategy judges placements."""
+
+    def level_problems(self, names: Sequence[str]) -> list[str]:
+        """What is wrong with the levels these args name, given the policy's levels in order
+        from the widest; each problem starts with the field, for the policy's error."""
+        if self.level not in names:
+            return [f"level: unknown level {self.level!r} (levels: {', '.join(names)})"]
+        return []
 
 
 @dataclass(frozen=True)

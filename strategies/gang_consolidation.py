@@ -2,9 +2,9 @@
 
 Training jobs (all-reduce rings, parameter servers) and other gangs talk all-to-all, so each extra
 rack or zone they span adds traffic across the slowest links. Groups come from a label (a job
-name) or, when nothing declares them, from communities of the communication graph. The group is
-packed into the fewest domains that can hold it, keeping the domains where most members already
-run, so the fewest pods move.
+name), the namespace (one application per namespace) or, when nothing declares them, from
+communities of the communication graph. The group is packed into the fewest domains that can hold
+it, keeping the domains where most members already run, so the fewest pods move.
 """
 
 from __future__ import annotations
@@ -23,8 +23,9 @@ PLUGIN_NAME = "gang-consolidation"
 
 
 class GangConsolidationArgs(StrategyArgs):
-    group_by: Literal["label", "community"] = "label"
-    """`label`: groups are pods sharing a label value; `community`: groups are found in the
+    group_by: Literal["label", "namespace", "community"] = "label"
+    """`label`: groups are pods sharing a label value; `namespace`: each namespace is a group,
+    for clusters that give every application its own; `community`: groups are found in the
     traffic graph (Louvain), for gangs that carry no common label."""
     group_label: str = "job-name"
     """With group_by=label: pods of one namespace sharing this label's value form a group."""
@@ -51,9 +52,13 @@ class GangConsolidation:
             return {f"community of {min(c)}": sorted(c) for c in communities}
         groups: dict[str, list[str]] = defaultdict(list)
         for pod in sorted(graph.nodes):
+            namespace = view.snapshot.pods[pod].namespace
+            if self.args.group_by == "namespace":
+                groups[f"namespace {namespace}"].append(pod)
+                continue
             value = view.snapshot.pods[pod].labels.get(self.args.group_label)
             if value:
-                groups[f"{view.snapshot.pods[pod].namespace}/{value}"].append(pod)
+                groups[f"{namespace}/{value}"].append(pod)
         return groups
 
     def propose(self, view: ClusterView) -> list[Candidate]:

@@ -319,3 +319,51 @@ def test_two_strategies_never_count_one_gain_twice() -> None:
         plan.before.weighted_cost - plan.after.weighted_cost
     )
     assert plan.after.crossing["zone"] == 0
+
+
+def _split_peers(**args: object) -> list[dict[str, object]]:
+    return [{"name": "split-peers", "args": {"level": "zone", **args}}]
+
+
+def test_split_peers_down_to_host_joins_peers_that_share_a_zone() -> None:
+    objects = chatty_objects(["node-a11", "node-a12"], ["node-a21", "node-a21"])
+    snapshot, rates = snapshot_of(objects), chatty_rates(objects)
+    plan, _view = plan_once(make_policy(strategies=_split_peers()), snapshot, rates)
+    assert plan.candidates == 0  # one zone already: nothing to do at zone level
+    plan, _view = plan_once(make_policy(strategies=_split_peers(down_to="host")), snapshot, rates)
+    assert {m.destination.get("host") for m in plan.moves} == {"node-a21"}
+    assert plan.after.crossing["rack"] == 0 and plan.after.crossing["host"] == 0
+
+
+def test_split_peers_falls_back_to_a_wider_domain_when_the_host_is_full() -> None:
+    objects = [
+        *[node for node in grid_nodes() if node["metadata"]["name"] != "node-a21"],
+        b.node("node-a21", zone="a", rack="r2", cpu="1"),
+        *b.deployment_pods("client", ["node-a11", "node-a12"]),
+        *b.deployment_pods("server", ["node-a21", "node-a21"], mutate_pod=_opt_out),
+    ]
+    policy = make_policy(strategies=_split_peers(down_to="host"))
+    plan, _view = plan_once(policy, snapshot_of(objects), chatty_rates(objects))
+    assert plan.moves
+    assert {m.node for m in plan.moves} == {"node-a22"}
+    assert {tuple(m.destination) for m in plan.moves} == {("zone", "rack")}
+
+
+def test_gang_by_namespace_packs_an_application_of_several_workloads() -> None:
+    objects = [
+        *grid_nodes(),
+        *b.deployment_pods("api", ["node-a11", "node-a12"], namespace="shop"),
+        *b.deployment_pods("cache", ["node-a21", "node-b11"], namespace="shop"),
+    ]
+    snapshot = snapshot_of(objects)
+    pods = sorted(snapshot.pods)
+    rates = {(x, y): 10.0 for x in pods for y in pods if x < y}
+    gang = {"name": "gang-consolidation", "args": {"level": "zone", "group_by": "namespace"}}
+    plan, _view = plan_once(make_policy(strategies=[gang]), snapshot, rates)
+    assert [m.pod for m in plan.moves] == [
+        p for p in pods if snapshot.pods[p].node_name == "node-b11"
+    ]
+    assert plan.moves[0].reason == "group namespace shop spans 2 zones but fits in 1"
+    by_label = {"name": "gang-consolidation", "args": {"level": "zone"}}
+    plan, _view = plan_once(make_policy(strategies=[by_label]), snapshot, rates)
+    assert plan.candidates == 0  # the pods carry no job-name label

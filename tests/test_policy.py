@@ -126,6 +126,16 @@ traffic:
             id="unknown-level",
         ),
         pytest.param(
+            "strategies: [{name: split-peers, args: {level: zone, down_to: rack}}]",
+            "p.yaml: strategies.0.args.down_to: unknown level 'rack' (levels: region, zone, host)",
+            id="unknown-down-to",
+        ),
+        pytest.param(
+            "strategies: [{name: split-peers, args: {level: zone, down_to: region}}]",
+            "p.yaml: strategies.0.args.down_to: 'region' is wider than level 'zone'",
+            id="down-to-wider",
+        ),
+        pytest.param(
             "traffic: {source: custom, query: 'sum by (a (rate(x[5m])', freshness_query: 'x'}",
             "p.yaml: traffic.query: invalid PromQL: unclosed left parenthesis",
             id="bad-promql",
