@@ -25,7 +25,7 @@ from rebalancer.engine import CycleResult, plan_cycle
 from rebalancer.errors import InputError, SourceUnavailableError
 from rebalancer.executor import EventRecorder, EvictionExecutor, Outcome, Steering
 from rebalancer.hints import HintStore
-from rebalancer.landing import Landing, judge
+from rebalancer.landing import Landing, expected_landing, judge
 from rebalancer.metrics import ControllerMetrics
 from rebalancer.planner import PlannerState
 from rebalancer.policy import Mode, Policy
@@ -152,13 +152,26 @@ class Controller:
             )
         evicted = [done.move for done in outcomes if done.result == "evicted"]
         state = outcome.state.record_moves(evicted, now, policy.cooldown.per_workload_seconds)
-        state = state.awaiting(
-            Landing(hint=done.hint, evicted_pod=done.move.pod, evicted_at=now)
-            for done in outcomes
-            if done.hint is not None
-        )
+        expected = (self._expected(done, policy, now) for done in outcomes)
+        state = state.awaiting(landing for landing in expected if landing is not None)
         self.state.save(state)
         return CycleReport("ok", outcomes=tuple(outcomes))
+
+    @staticmethod
+    def _expected(done: Outcome, policy: Policy, now: float) -> Landing | None:
+        """The landing to judge an eviction by. Evict mode is judged too, without steering, so a
+        workload whose replacements the scheduler keeps putting elsewhere backs off there too."""
+        if done.result != "evicted":
+            return None
+        hint = done.hint or expected_landing(
+            done.move,
+            required=False,
+            weight=policy.migrate.weight,
+            expires=now + policy.migrate.hint_ttl_seconds,
+        )
+        return (
+            None if hint is None else Landing(hint=hint, evicted_pod=done.move.pod, evicted_at=now)
+        )
 
     def _judge_landings(self, state: PlannerState, snapshot: Snapshot, now: float) -> PlannerState:
         judged, pending = judge(state.landings, snapshot, now)

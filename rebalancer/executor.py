@@ -21,6 +21,7 @@ from urllib3.exceptions import HTTPError
 
 from rebalancer.errors import SourceUnavailableError
 from rebalancer.hints import Hint, HintStore
+from rebalancer.landing import expected_landing
 from rebalancer.planner import Move
 from rebalancer.policy import Migrate
 
@@ -91,15 +92,8 @@ class Steering:
     clock: Callable[[], float]
 
     def hint_for(self, move: Move) -> Hint | None:
-        if move.controller is None:
-            return None
-        namespace = move.pod.split("/", 1)[0]
-        return Hint(
-            namespace=namespace,
-            owner_kind=move.controller[0],
-            owner_name=move.controller[1],
-            workload=move.workload or "",
-            domain=move.target_labels,
+        return expected_landing(
+            move,
             required=self.settings.required,
             weight=self.settings.weight,
             expires=self.clock() + self.settings.hint_ttl_seconds,

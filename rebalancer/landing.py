@@ -1,28 +1,48 @@
 """Did the replacement land where we meant it to? Judged from the next snapshots, purely.
 
-After a migrate-mode eviction the controller remembers which controller will create the
-replacement and which domain it should land in. The first pod that controller creates after the
-eviction is the replacement: once it is bound to a node, it landed in the target or elsewhere; if
-none is bound when the hint expires, it was not scheduled. A workload whose replacements keep
-landing elsewhere backs off, since moving it again would only churn.
+After an eviction the controller remembers which controller will create the replacement and which
+domain it should land in: in migrate mode that is the published hint, in evict mode the same record
+kept only to judge by, since there the scheduler alone picks the node. The first pod that
+controller creates after the eviction is the replacement: once it is bound to a node, it landed in
+the target or elsewhere; if none is bound when the hint expires, it was not scheduled. A workload
+whose replacements keep landing elsewhere backs off, since moving it again would only churn.
 """
 
 from __future__ import annotations
 
 import datetime
 from dataclasses import dataclass
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel, ConfigDict
 
 from rebalancer.hints import Hint
 from rebalancer.snapshot import Snapshot
 
+if TYPE_CHECKING:
+    from rebalancer.planner import Move
+
 LandingResult = Literal["landed-in-target", "landed-elsewhere", "not-scheduled"]
 
 
+def expected_landing(move: Move, *, required: bool, weight: int, expires: float) -> Hint | None:
+    """The hint for the replacement of `move`; None when no controller will create one."""
+    if move.controller is None:
+        return None
+    return Hint(
+        namespace=move.pod.split("/", 1)[0],
+        owner_kind=move.controller[0],
+        owner_name=move.controller[1],
+        workload=move.workload or "",
+        domain=move.target_labels,
+        required=required,
+        weight=weight,
+        expires=expires,
+    )
+
+
 class Landing(BaseModel):
-    """One replacement we are waiting for: the hint that steers it, and the eviction it replaces."""
+    """One replacement we are waiting for: where it should go, and the eviction it replaces."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 

@@ -26,6 +26,7 @@ from typing import Any, Literal
 from rebalancer.engine import build_view, plan_cycle, topology_of
 from rebalancer.fit import Occupancy, rejection
 from rebalancer.graph import Figures
+from rebalancer.landing import Judged, Landing, LandingResult, expected_landing
 from rebalancer.optimum import Optimum, solve
 from rebalancer.planner import Move, PlannerState, price_of, protection_reason
 from rebalancer.policy import Policy
@@ -470,6 +471,7 @@ def simulate(
         outcome = plan_cycle(acting, cluster.snapshot, cluster.traffic(), state, now=now)
         assert outcome.plan is not None  # simulated traffic never fails
         evicted: list[Move] = []
+        judged: list[Judged] = []
         moved: list[str] = []
         landed = refused = 0
         disrupted: Counter[str] = Counter()
@@ -489,13 +491,25 @@ def simulate(
             if mode == "migrate":
                 steering = Steering(move.target_labels, acting.migrate.required)
             new = cluster.create(workload, _ordinal(old), steering=steering)
-            if new.node_name and (
-                move.target_labels.items() <= cluster.snapshot.nodes[new.node_name].labels.items()
-            ):
-                landed += 1
+            result: LandingResult = "not-scheduled"
+            if new.node_name:
+                labels = cluster.snapshot.nodes[new.node_name].labels
+                inside = move.target_labels.items() <= labels.items()
+                result = "landed-in-target" if inside else "landed-elsewhere"
+                landed += inside
+            hint = expected_landing(
+                move,
+                required=steering is not None and steering.required,
+                weight=acting.migrate.weight,
+                expires=now + acting.migrate.hint_ttl_seconds,
+            )
+            if hint is not None:  # judged at once, as the controller does at its next cycle
+                landing = Landing(hint=hint, evicted_pod=move.pod, evicted_at=now)
+                judged.append(Judged(landing, result, new.key))
             evicted.append(move)
             moved.append(workload.key)
         state = outcome.state.record_moves(evicted, now, policy.cooldown.per_workload_seconds)
+        state = state.with_landings(judged, [])
         counts = (len(evicted), landed, refused)
         rows.append(_row(number, cluster, policy, counts, tuple(dict.fromkeys(moved))))
     return SimulationResult(

@@ -4,7 +4,9 @@ right, and using the real planner (so its safety rules hold in simulation too)."
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import json
+import math
 from pathlib import Path
 
 import pytest
@@ -13,7 +15,7 @@ from rebalancer import optimum
 from rebalancer.cli import main
 from rebalancer.engine import topology_of
 from rebalancer.optimum import Optimum, solve
-from rebalancer.policy import Policy, load_policy, parse_policy
+from rebalancer.policy import Cooldown, Policy, load_policy, parse_policy
 from rebalancer.scenario import load_scenario, parse_scenario
 from rebalancer.simulation import (
     DEFAULT_POLICY,
@@ -52,6 +54,24 @@ def test_without_steering_the_default_spreading_sends_replacements_away() -> Non
     scenario = load_scenario(SCENARIOS / "training-gang.yaml")
     summary = simulate(scenario, DEMO_POLICY, cycles=5, mode="evict", seed=0).summary()
     assert summary["moves"] > 0 and summary["landed_in_target"] < summary["moves"] / 2
+
+
+def test_replacements_that_miss_back_their_workload_off() -> None:
+    """Unsteered, the gang's replacements miss their rack; each miss in a row doubles the wait
+    since the last move, so the gang is moved ever more rarely instead of every cycle."""
+    scenario = load_scenario(SCENARIOS / "training-gang.yaml")
+    every_cycle = simulate(scenario, DEMO_POLICY, cycles=12, mode="evict", seed=0).cycles[1:]
+    assert all(row.moved for row in every_cycle)  # no cooldown, so no back-off either
+    cooldown = 600
+    backoff = DEMO_POLICY.model_copy(update={"cooldown": Cooldown(per_workload_seconds=cooldown)})
+    rows = simulate(scenario, backoff, cycles=12, mode="evict", seed=0).cycles
+    moved = [row for row in rows if row.moved]
+    assert len(moved) >= 2 and not any(row.landed_in_target for row in moved)
+    misses = 0
+    for last, following in itertools.pairwise(moved):
+        misses += last.evictions
+        wait = cooldown * 2 ** (misses - 1)
+        assert following.cycle == last.cycle + math.ceil(wait / DEMO_POLICY.interval_seconds)
 
 
 def test_the_quiet_and_the_ha_workloads_are_never_moved() -> None:

@@ -190,18 +190,37 @@ class PdbWatcher:
 def test_evict_mode_moves_pods_keeps_pdbs_and_respects_cooldown(setup: Setup) -> None:
     before = {app: setup.pod_names(app) for app in ("client", "server")}
     with PdbWatcher(setup) as watcher:
-        report = setup.controller("evict").run_cycle()
+        first = setup.controller("evict")
+        report = first.run_cycle()
         assert report.result == "ok", report.detail
-        evicted = {o.move.pod.split("/")[1] for o in report.outcomes if o.result == "evicted"}
+        done = [o.move for o in report.outcomes if o.result == "evicted"]
+        evicted = {move.pod.split("/")[1] for move in done}
         assert evicted
+        # evict mode steers nothing but still waits to judge where each replacement lands
+        awaited = first.state.load().landings
+        assert sorted(landing.evicted_pod for landing in awaited) == sorted(m.pod for m in done)
+        assert not any(landing.hint.required for landing in awaited)
         for app in ("client", "server"):
             setup.cluster.wait_ready(NAMESPACE, app, 3)
-        moved_workloads = {o.move.workload for o in report.outcomes if o.result == "evicted"}
-        # the next cycle, and a new controller after a "restart", leave those workloads alone
-        for controller in (setup.controller("evict"), setup.controller("evict")):
+        bounces = {(m.workload, m.destination["zone"], m.origin["zone"]) for m in done}
+        # The next cycle, and a new controller after a "restart", plan no move that undoes
+        # those. They plan in dry-run, so the later tests still find the pair split.
+        followers = (setup.controller("dry-run"), setup.controller("dry-run"))
+        for number, controller in enumerate(followers):
             again = controller.run_cycle()
             assert again.result == "ok", again.detail
-            assert not {o.move.workload for o in again.outcomes} & moved_workloads
+            for outcome in again.outcomes:
+                move = outcome.move
+                for workload, entered, left in bounces:
+                    if move.workload == workload:
+                        assert move.origin["zone"] != entered, move
+                        assert move.destination.get("zone") != left, move
+            if number == 0:
+                judged = sum(
+                    controller.metrics.landings.labels(result)._value.get()
+                    for result in ("landed-in-target", "landed-elsewhere")
+                )
+                assert judged == len(done)
     assert all(lowest >= 2 for lowest in watcher.lowest.values()), watcher.lowest
     after = setup.pod_names("client") | setup.pod_names("server")
     assert not evicted & after
