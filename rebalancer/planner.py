@@ -9,6 +9,7 @@ with the reason, so a dry-run tells the operator exactly why a pod stayed.
 
 from __future__ import annotations
 
+import dataclasses
 import heapq
 from collections import Counter
 from collections.abc import Callable, Iterable
@@ -20,7 +21,7 @@ from pydantic import BaseModel, ConfigDict
 from rebalancer.fit import Occupancy, rejection
 from rebalancer.graph import CostModel, Figures, Price
 from rebalancer.landing import Judged, Landing
-from rebalancer.policy import Policy
+from rebalancer.policy import Limits, Policy
 from rebalancer.selectors import matches_label_selector
 from rebalancer.snapshot import SYSTEM_CRITICAL_CLASSES, Pod, Snapshot
 from rebalancer.topology import Domain, Topology
@@ -160,7 +161,11 @@ class PlannerState(BaseModel):
 
 
 def streak_key(candidate: Candidate) -> str:
-    return f"{candidate.pod}->{candidate.target.level}:{'/'.join(candidate.target.key)}"
+    """One key per proposal; a joint move persists only as the same set of moves."""
+    return "+".join(
+        f"{pod}->{target.level}:{'/'.join(target.key)}"
+        for pod, target in sorted(candidate.targets.items())
+    )
 
 
 def price_of(policy: Policy, topology: Topology) -> Price:
@@ -215,18 +220,23 @@ def protection_reason(pod: Pod, snapshot: Snapshot, policy: Policy) -> str | Non
     return None
 
 
+@dataclass
 class _Budget:
     """Counts planned evictions at every scope a limit applies to."""
 
-    def __init__(self, policy: Policy) -> None:
-        self.limits = policy.limits
-        self.used: Counter[tuple[str, str]] = Counter()
-        self.total = 0
+    limits: Limits
+    used: Counter[tuple[str, str]] = field(default_factory=Counter)
+    total: int = 0
 
     def exhausted(self) -> bool:
         return self.limits.per_cycle is not None and self.total >= self.limits.per_cycle
 
+    def copy(self) -> _Budget:
+        return _Budget(self.limits, Counter(self.used), self.total)
+
     def refusal(self, scopes: dict[str, str]) -> str | None:
+        if self.exhausted():  # only a joint move's later pods get here with the budget spent
+            return f"per-cycle limit {self.limits.per_cycle} reached"
         limits = {
             "node": self.limits.per_node,
             "namespace": self.limits.per_namespace,
@@ -267,14 +277,15 @@ class _Cycle:
         return self.view.topology.level_index(self.policy.topology.zone_level)
 
     def refusal(
-        self, pod: Pod, candidate: Candidate, gain: float
+        self, pod: Pod, candidate: Candidate, target: Domain, gain: float
     ) -> tuple[SkipCategory, str] | None:
-        """The first rule that forbids this move now, cheapest checks first."""
+        """The first rule that forbids moving `pod` into `target` now, cheapest checks first;
+        `gain` is the whole candidate's, judged against what all its pods cost now."""
         protected = protection_reason(pod, self.view.snapshot, self.policy)
         if protected is not None:
             return "protected", protected
         if pod.workload is not None:
-            held = self.cooldown_refusal(str(pod.workload), pod.key, candidate.target)
+            held = self.cooldown_refusal(str(pod.workload), pod.key, target)
             if held is not None:
                 return "cooldown", held
         seen = self.state.streaks.get(streak_key(candidate), 0)
@@ -284,15 +295,14 @@ class _Cycle:
             )
         # Relative to the pod's own cost, not the cluster's: a cluster-wide share would grow with
         # the cluster until no single move could clear it.
-        threshold = max(
-            self.min_gain, self.policy.thresholds.min_gain_ratio * self.cost.pod_cost(pod.key)
-        )
+        own_cost = sum(self.cost.pod_cost(member) for member in candidate.targets)
+        threshold = max(self.min_gain, self.policy.thresholds.min_gain_ratio * own_cost)
         if gain <= 0 or gain < threshold:
             return "below-threshold", f"gain {gain:.3g} below threshold {threshold:.3g}"
         checks: tuple[tuple[SkipCategory, Callable[[], str | None]], ...] = (
             ("limit", lambda: self.budget.refusal(self.scopes(pod))),
             ("pdb", lambda: self.pdb_refusal(pod)),
-            ("spread", lambda: self.spread_refusal(pod, candidate.target)),
+            ("spread", lambda: self.spread_refusal(pod, target)),
         )
         for category, check in checks:
             reason = check()
@@ -334,24 +344,25 @@ class _Cycle:
             scopes["zone"] = "/".join(zone.key)
         return scopes
 
-    def accept(self, pod: Pod, candidate: Candidate, gain: float, node: str) -> Move:
+    def accept(
+        self, pod: Pod, candidate: Candidate, target: Domain, gain: float, node: str
+    ) -> Move:
         self.budget.spend(self.scopes(pod))
         for pdb in self.view.snapshot.pdbs_for(pod):
             self.pdb_spent[pdb.name] += 1
         self.occupancy.reserve(pod, node)
         topology = self.view.topology
         origin = _describe(topology, self.cost.locations[pod.key])
-        self.cost.move(pod.key, candidate.target)
+        self.cost.move(pod.key, target)
         move = Move(
             pod=pod.key,
             workload=str(pod.workload) if pod.workload else None,
             origin=origin,
-            target=candidate.target,
-            destination=candidate.target.describe(topology.levels),
+            target=target,
+            destination=target.describe(topology.levels),
             node=node,
             target_labels={
-                topology.levels[index].label: value
-                for index, value in enumerate(candidate.target.key)
+                topology.levels[index].label: value for index, value in enumerate(target.key)
             },
             controller=(
                 (pod.controller_kind, pod.controller_name)
@@ -365,6 +376,48 @@ class _Cycle:
         if move.workload is not None:
             self.moved_now.append(move.remembered(self.now))
         return move
+
+    def attempt(self, candidate: Candidate, gain: float) -> list[Move] | tuple[SkipCategory, str]:
+        """All of the candidate's moves, or why not. A joint move is tried on a copy of the
+        cycle's models and budgets, so a refusal of its last pod undoes nothing by hand."""
+        targets = candidate.targets
+        trial = self if len(targets) == 1 else self.trial()
+        share = gain / len(targets)  # the moves' gains must add up to the cost they save
+        moves = []
+        for pod_key, target in targets.items():
+            pod = self.view.snapshot.pods[pod_key]
+            placed = trial.place(pod, candidate, target, gain)
+            if isinstance(placed, tuple):
+                category, reason = placed
+                return category, reason if pod_key == candidate.pod else f"{pod_key}: {reason}"
+            moves.append(trial.accept(pod, candidate, target, share, placed))
+        if trial is not self:
+            self.adopt(trial)
+        return moves
+
+    def place(
+        self, pod: Pod, candidate: Candidate, target: Domain, gain: float
+    ) -> str | tuple[SkipCategory, str]:
+        """The node `pod` would go to in `target`, or why it may not move there."""
+        refusal = self.refusal(pod, candidate, target, gain)
+        if refusal is not None:
+            return refusal
+        node = self.node_in(pod, target)
+        return ("no-fit", node.reason) if isinstance(node, _NoFit) else node
+
+    def trial(self) -> _Cycle:
+        return dataclasses.replace(
+            self,
+            cost=self.cost.copy(),
+            occupancy=self.occupancy.copy(),
+            budget=self.budget.copy(),
+            pdb_spent=Counter(self.pdb_spent),
+            moved_now=list(self.moved_now),
+        )
+
+    def adopt(self, trial: _Cycle) -> None:
+        self.cost, self.occupancy, self.budget = trial.cost, trial.occupancy, trial.budget
+        self.pdb_spent, self.moved_now = trial.pdb_spent, trial.moved_now
 
     def pdb_refusal(self, pod: Pod) -> str | None:
         pdbs = self.view.snapshot.pdbs_for(pod)
@@ -466,7 +519,7 @@ def plan(
         min_gain=thresholds.min_gain,
         cost=view.cost.copy(),
         occupancy=view.occupancy.copy(),
-        budget=_Budget(policy),
+        budget=_Budget(policy.limits),
     )
     moves: list[Move] = []
     skipped: dict[str, Skip] = {}
@@ -478,25 +531,21 @@ def plan(
 
     while heap and not cycle.budget.exhausted():
         _negative_gain, index, candidate = heapq.heappop(heap)
-        if candidate.pod in cycle.cost.moved:
+        if any(pod in cycle.cost.moved for pod in candidate.targets):
             continue
-        gain = cycle.cost.gain(candidate.pod, candidate.target)
+        gain = cycle.cost.joint_gain(candidate.targets)
         if heap and gain < -heap[0][0] - _GAIN_TOLERANCE:
             heapq.heappush(heap, (-gain, index, candidate))  # outdated by earlier picks: re-rank
             continue
-        pod = snapshot.pods[candidate.pod]
-        refusal = cycle.refusal(pod, candidate, gain)
-        if refusal is not None:
-            skip(candidate, *refusal)
+        attempted = cycle.attempt(candidate, gain)
+        if isinstance(attempted, tuple):
+            skip(candidate, *attempted)
             continue
-        node = cycle.node_in(pod, candidate.target)
-        if isinstance(node, _NoFit):
-            skip(candidate, "no-fit", node.reason)
-            continue
-        moves.append(cycle.accept(pod, candidate, gain, node))
-        skipped.pop(pod.key, None)
+        moves.extend(attempted)
+        for move in attempted:
+            skipped.pop(move.pod, None)
     for _negative_gain, _index, candidate in heap:
-        if candidate.pod not in cycle.cost.moved:
+        if not any(pod in cycle.cost.moved for pod in candidate.targets):
             skip(candidate, "limit", f"per-cycle limit {policy.limits.per_cycle} reached")
     return Plan(
         moves=tuple(moves),

@@ -42,6 +42,15 @@ class Candidate:
     """Weighted traffic saved, judged on the placement the strategy saw."""
     reason: str
     strategy: str
+    companions: tuple[tuple[str, Domain], ...] = ()
+    """Pods that must move in the same cycle, each into its domain, for the gain to exist: a
+    pair neither of whose domains has room for the other, moved together into a third. The
+    planner makes all of these moves or none."""
+
+    @property
+    def targets(self) -> dict[str, Domain]:
+        """Every pod this candidate moves, with its domain."""
+        return {self.pod: self.target, **dict(self.companions)}
 
 
 @dataclass(frozen=True)

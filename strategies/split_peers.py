@@ -5,6 +5,10 @@ pod moves to the domain that holds most of its traffic, if that is where at leas
 goes; the planner then checks that it fits and that the move is worth it. With `down_to`, the same
 judgement is made again at each finer level, so a pair already sharing a zone can share a rack or
 a host too; the planner takes the best of a pod's candidates that fits.
+
+When that domain has no room for the pod, and the pod's own domain none for its heaviest peer
+there, neither can join the other: the two are proposed to move together into a third domain
+with room for both, as one joint move.
 """
 
 from __future__ import annotations
@@ -14,6 +18,8 @@ from typing import Annotated
 
 from pydantic import Field
 
+from rebalancer.fit import rejection
+from rebalancer.snapshot import Pod
 from rebalancer.topology import Domain
 from strategies.base import Candidate, ClusterView, Strategy, StrategyArgs
 
@@ -53,14 +59,14 @@ class SplitPeers:
             candidate
             for pod in sorted(view.cost.graph.nodes)
             for level in range(widest, finest + 1)
-            if (candidate := self._candidate(view, pod, level)) is not None
+            for candidate in self._candidates(view, pod, level)
         ]
 
-    def _candidate(self, view: ClusterView, pod: str, level: int) -> Candidate | None:
+    def _candidates(self, view: ClusterView, pod: str, level: int) -> list[Candidate]:
         topology, cost = view.topology, view.cost
         here = topology.domain_of(cost.locations[pod], level)
         if here is None:
-            return None
+            return []
         by_domain: dict[Domain, float] = {}
         total = 0.0
         for peer, data in cost.graph.adj[pod].items():
@@ -68,25 +74,85 @@ class SplitPeers:
             there = topology.domain_of(cost.locations[peer], level)
             if there is not None:
                 by_domain[there] = by_domain.get(there, 0.0) + data["weight"]
-        if not by_domain:
-            return None
-        best = max(by_domain, key=lambda d: (by_domain[d], d.key))
-        share = by_domain[best] / total
-        if best == here or share < self.args.min_share:
-            return None
-        if by_domain[best] <= by_domain.get(here, 0.0):
-            return None
-        gain = cost.gain(pod, best)
-        if gain <= 0:
-            return None
+        # Every domain that holds the share, not just the heaviest: at a 50/50 split the other
+        # may be the one with room.
         level_name = topology.levels[level].name
-        return Candidate(
-            pod=pod,
-            target=best,
-            gain=gain,
-            reason=f"{share:.0%} of its traffic goes to {level_name} {'/'.join(best.key)}",
-            strategy=self.name,
+        candidates = []
+        for there in sorted(by_domain, key=lambda d: (-by_domain[d], d.key)):
+            share = by_domain[there] / total
+            if share < self.args.min_share:
+                break
+            gain = cost.gain(pod, there)
+            if there == here or by_domain[there] <= by_domain.get(here, 0.0) or gain <= 0:
+                continue
+            reason = f"{share:.0%} of its traffic goes to {level_name} {'/'.join(there.key)}"
+            candidates.append(
+                Candidate(pod=pod, target=there, gain=gain, reason=reason, strategy=self.name)
+            )
+        pods = view.snapshot.pods
+        if not candidates or any(_room_for(view, [pods[pod]], c.target) for c in candidates):
+            return candidates
+        heaviest = candidates[0]
+        pair = self._pair(view, pod, here, heaviest.target)
+        if pair is not None:
+            peer, third, joint_gain = pair
+            candidates.append(
+                Candidate(
+                    pod=pod,
+                    target=third,
+                    gain=joint_gain,
+                    reason=f"{heaviest.reason}, which has no room: moves with {peer} "
+                    f"to {'/'.join(third.key)}",
+                    strategy=self.name,
+                    companions=((peer, third),),
+                )
+            )
+        return candidates
+
+    def _pair(
+        self, view: ClusterView, pod: str, here: Domain, there: Domain
+    ) -> tuple[str, Domain, float] | None:
+        """The pod's heaviest peer in `there`, and the third domain where the two together gain
+        most, when `here` has no room for that peer either."""
+        topology, cost, pods = view.topology, view.cost, view.snapshot.pods
+        level = here.level
+        peers = [
+            (data["weight"], peer)
+            for peer, data in cost.graph.adj[pod].items()
+            if topology.domain_of(cost.locations[peer], level) == there
+        ]
+        _weight, peer = max(peers)
+        if _room_for(view, [pods[peer]], here):
+            return None
+        best: tuple[float, Domain] | None = None
+        for third in topology.domains_at(level):
+            if third in (here, there) or not _room_for(view, [pods[pod], pods[peer]], third):
+                continue
+            gain = cost.joint_gain({pod: third, peer: third})
+            if gain > 0 and (best is None or gain > best[0]):
+                best = (gain, third)
+        return None if best is None else (peer, best[1], best[0])
+
+
+def _room_for(view: ClusterView, movers: list[Pod], domain: Domain) -> bool:
+    """Whether the domain's nodes would take all these pods at once, each on a node it fits, by
+    the scheduler's rules (soft spread counted as hard: proposing is no place to gamble)."""
+    occupancy = view.occupancy.copy() if len(movers) > 1 else view.occupancy
+    for index, mover in enumerate(movers):
+        node = next(
+            (
+                name
+                for name in view.topology.nodes_by_domain.get(domain, [])
+                if name != mover.node_name
+                and rejection(mover, view.snapshot.nodes[name], occupancy, True) is None
+            ),
+            None,
         )
+        if node is None:
+            return False
+        if index < len(movers) - 1:
+            occupancy.reserve(mover, node)  # a copy: the view stays as the cluster is
+    return True
 
 
 def new(args: StrategyArgs) -> Strategy:

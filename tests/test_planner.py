@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
-from rebalancer.engine import plan_cycle
-from rebalancer.planner import PlannerState, RecentMove
+from rebalancer.engine import build_view, plan_cycle, propose
+from rebalancer.planner import Plan, PlannerState, RecentMove, plan
 from rebalancer.testing import builders as b
 from rebalancer.traffic import TrafficFailure
+from strategies.base import Candidate, ClusterView
 from tests.conftest import (
     chatty_objects,
     chatty_rates,
@@ -367,3 +370,76 @@ def test_gang_by_namespace_packs_an_application_of_several_workloads() -> None:
     by_label = {"name": "gang-consolidation", "args": {"level": "zone"}}
     plan, _view = plan_once(make_policy(strategies=[by_label]), snapshot, rates)
     assert plan.candidates == 0  # the pods carry no job-name label
+
+
+def _boxed_in_pair(**policy: Any) -> tuple[Plan, ClusterView]:
+    """A client in zone a and its server in zone b, each on a node with no room for the other;
+    zone c has room for both."""
+    objects = [
+        b.node("node-a1", zone="a", rack="r1", cpu="1"),
+        b.node("node-b1", zone="b", rack="r1", cpu="1"),
+        b.node("node-c1", zone="c", rack="r1", cpu="1"),
+        b.node("node-c2", zone="c", rack="r1", cpu="1"),
+        *b.deployment_pods("client", ["node-a1"], cpu="800m"),
+        *b.deployment_pods("server", ["node-b1"], cpu="800m"),
+    ]
+    single_replicas = {"protections": {"evict_single_replica": True}}
+    return plan_once(
+        make_policy(**single_replicas, **policy), snapshot_of(objects), chatty_rates(objects)
+    )
+
+
+def test_a_boxed_in_pair_moves_together_into_a_third_zone() -> None:
+    plan, view = _boxed_in_pair()
+    assert sorted(m.destination["zone"] for m in plan.moves) == ["c", "c"]
+    assert {m.workload for m in plan.moves} == {
+        "Deployment/default/client",
+        "Deployment/default/server",
+    }
+    assert len({m.node for m in plan.moves}) == 2  # one node each: neither holds both
+    assert plan.after.crossing["zone"] == 0
+    assert sum(m.gain for m in plan.moves) == pytest.approx(
+        plan.before.weighted_cost - plan.after.weighted_cost
+    )
+    free = {
+        name: view.occupancy.free(node).cpu_millis for name, node in view.snapshot.nodes.items()
+    }
+    assert free == {"node-a1": 200, "node-b1": 200, "node-c1": 1000, "node-c2": 1000}  # unchanged
+
+
+def test_a_joint_move_is_made_whole_or_not_at_all() -> None:
+    """The server's PDB refuses its half of a joint move, so the client's half must leave no
+    trace either: a later move that gains only if the client had moved is not made."""
+    objects = [
+        *[b.node(f"node-{zone}1", zone=zone, rack="r1", cpu="1") for zone in "abc"],
+        b.node("node-b2", zone="b", rack="r1", cpu="1"),
+        *b.deployment_pods("client", ["node-a1", "node-a1"], cpu="400m"),
+        *b.deployment_pods("server", ["node-b1", "node-b1"], cpu="400m"),
+        *b.deployment_pods("peer", ["node-b2", "node-b2"], cpu="100m"),
+        b.pdb("server", {"app": "server"}, 0),
+    ]
+    snapshot = snapshot_of(objects)
+    client, server, peer = (pod_keys(snapshot, name)[0] for name in ("client", "server", "peer"))
+    policy = make_policy()
+    view = build_view(policy, snapshot, traffic_of({(client, server): 10.0, (client, peer): 5.0}))
+    zone_c = view.topology.domain_of(view.topology.node_locations["node-c1"], 0)
+    assert zone_c is not None
+    joint = Candidate(client, zone_c, 100.0, "test", "split-peers", ((server, zone_c),))
+    follower = Candidate(peer, zone_c, 50.0, "test", "split-peers")
+    state = PlannerState().observe([joint, follower])
+    result = plan(view, [joint, follower], policy, state, now=NOW, persistence_required=1)
+    assert result.moves == ()
+    skips = {s.pod: s for s in result.skipped}
+    assert skips[client].reason == f"{server}: PDB server allows no more disruptions"
+    assert skips[peer].category == "below-threshold"  # the client did not move, so no gain
+
+
+def test_proposing_leaves_the_view_as_the_cluster_is() -> None:
+    """Strategies check room on the shared view; a reservation left there would make the planner
+    see pods that do not exist."""
+    objects = chatty_objects(["node-a11", "node-a12"], ["node-b11", "node-b12"])
+    policy = make_policy(strategies=_split_peers(down_to="host"))
+    view = build_view(policy, snapshot_of(objects), traffic_of(chatty_rates(objects)))
+    before = dict(view.occupancy.requested)
+    assert propose(policy, view)
+    assert view.occupancy.requested == before

@@ -74,6 +74,19 @@ def test_replacements_that_miss_back_their_workload_off() -> None:
         assert following.cycle == last.cycle + math.ceil(wait / DEMO_POLICY.interval_seconds)
 
 
+def test_a_boxed_in_pair_reaches_the_optimum_through_a_third_zone() -> None:
+    """nearly-full: neither zone of the pair has room for the other side. A joint move into the
+    third zone frees room, and the next single move reaches the optimum."""
+    scenario = load_scenario(SCENARIOS / "nearly-full.yaml")
+    policy = parse_policy(DEFAULT_POLICY, "built-in")
+    result = simulate(scenario, policy, cycles=10, mode="migrate", seed=0, optimum=True)
+    summary = result.summary()
+    assert result.optimum is not None
+    assert summary["weighted_cost_after"] == pytest.approx(result.optimum.weighted_cost)
+    assert summary["weighted_cost_after"] < summary["weighted_cost_before"]
+    assert summary["violations"] == {"pdb": 0, "capacity": 0, "spread": 0}
+
+
 def test_the_quiet_and_the_ha_workloads_are_never_moved() -> None:
     scenario = load_scenario(SCENARIOS / "training-gang.yaml")
     result = simulate(scenario, DEMO_POLICY, cycles=6, mode="migrate", seed=0)
