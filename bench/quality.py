@@ -79,6 +79,11 @@ def measure_scenario(path: Path, cycles: int, seed: int) -> dict[str, Any]:
     }
 
 
+def _ratio(moves: int, fewest: int | None) -> float | None:
+    """Moves used per move the optimum needs; undefined when it needs none or is unknown."""
+    return moves / fewest if fewest else None
+
+
 def _number(value: float | None, pattern: str = "{:.1f}") -> str:
     return "n/a" if value is None else pattern.format(value)
 
@@ -86,10 +91,11 @@ def _number(value: float | None, pattern: str = "{:.1f}") -> str:
 def table(results: list[dict[str, Any]]) -> str:
     lines = [
         "| scenario | cost before | optimum | min moves | run | cost after | captured | moves "
-        "| violations (pdb/capacity/spread) |",
-        "|---|---:|---:|---:|---|---:|---:|---:|---|",
+        "| moves / min | violations (pdb/capacity/spread) |",
+        "|---|---:|---:|---:|---|---:|---:|---:|---:|---|",
     ]
     for result in results:
+        fewest = result["min_moves_to_optimum"]
         for name, run in result["runs"].items():
             v = run["violations"]
             lines.append(
@@ -97,7 +103,8 @@ def table(results: list[dict[str, Any]]) -> str:
                 f"| {_number(result['optimal_weighted_cost'])} "
                 f"| {_number(result['min_moves_to_optimum'], '{}')} | {name} "
                 f"| {run['weighted_cost_after']:.1f} | {_number(run['captured'], '{:.0%}')} "
-                f"| {run['moves']} | {v['pdb']}/{v['capacity']}/{v['spread']} |"
+                f"| {run['moves']} | {_number(_ratio(run['moves'], fewest), '{:.2f}')} "
+                f"| {v['pdb']}/{v['capacity']}/{v['spread']} |"
             )
     return "\n".join(lines)
 
