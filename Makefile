@@ -4,7 +4,7 @@ PYTHON ?= python3
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: test lint demo plan-example bench bench-modes bench-quality prometheus binaries cluster-up cluster-down clean
+.PHONY: test lint demo plan-example bench bench-modes bench-quality bench-scale prometheus binaries cluster-up cluster-down clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -47,6 +47,11 @@ bench: $(STAMP) binaries
 # Plan quality against the optimum (HiGHS) on the scenario suite; writes bench/results/quality.*
 bench-quality: $(STAMP)
 	$(BIN)/python bench/quality.py
+
+# One cycle at 1k, 5k and 10k nodes, stage by stage, against an orjson parsing floor;
+# writes bench/results/scale.{md,json,png}.
+bench-scale: $(STAMP)
+	$(BIN)/python bench/scale.py
 
 # Evict against migrate on the live control plane; writes bench/results/modes.{md,json}.
 bench-modes: $(STAMP) prometheus binaries

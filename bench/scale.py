@@ -1,0 +1,277 @@
+"""One planning cycle on large synthetic clusters, stage by stage, against a parsing floor.
+
+For each size (1k nodes / 10k pods / 100k pairs up to 10k / 100k / 1M) and each granularity (pod
+traffic as Hubble labels it, workload traffic as Istio does) the generator writes the List a
+snapshot is parsed from and the recorded `/api/v1/query` answer. A fresh process then runs the
+cycle's stages in order, timing each and reading the peak RSS when it ends: parsing the answer,
+building the snapshot, mapping traffic to pods, building the graph and cost model, each strategy,
+and planning. The whole cycle is their sum. Another fresh process measures the floor: decoding
+the same answer with orjson and doing nothing else. Run with `make bench-scale`; writes
+bench/results/scale.md, scale.json and scale.png.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import math
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+from rebalancer.engine import build_view
+from rebalancer.planner import PlannerState, plan
+from rebalancer.policy import Policy, parse_policy
+from rebalancer.simulation import DEFAULT_POLICY
+from rebalancer.snapshot import parse_snapshot
+from rebalancer.testing.synthetic import Size, generate
+from rebalancer.traffic import (
+    PodTraffic,
+    TrafficFailure,
+    build_queries,
+    parse_vector,
+    read_traffic,
+)
+from strategies.base import Candidate
+from strategies.registry import STRATEGIES
+
+SIZES = {
+    "1k": Size("1k", nodes=1_000, pods=10_000, pairs=100_000),
+    "5k": Size("5k", nodes=5_000, pods=50_000, pairs=500_000),
+    "10k": Size("10k", nodes=10_000, pods=100_000, pairs=1_000_000),
+}
+GRANULARITIES = ("pod", "workload")
+SOURCES = {
+    "pod": "traffic: {source: hubble}\n",
+    "workload": "traffic: {source: istio}\n",
+}
+"""The built-in simulation policy (zone, rack and host; split-peers and gang-consolidation) with
+the source whose labels the answer carries."""
+
+ROOT = Path(__file__).resolve().parents[1]
+T = TypeVar("T")
+
+
+def _peak_mib() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
+
+
+class Stages:
+    def __init__(self) -> None:
+        self.figures: list[dict[str, Any]] = []
+
+    def run(self, name: str, work: Callable[[], T]) -> T:
+        gc.collect()
+        started = time.perf_counter()
+        result = work()
+        seconds = time.perf_counter() - started
+        self.figures.append({"stage": name, "seconds": seconds, "peak_rss_mib": _peak_mib()})
+        return result
+
+
+def measure_cycle(cluster_path: Path, answer_path: Path, granularity: str) -> dict[str, Any]:
+    """The stages of one cycle, in the order the controller runs them."""
+    policy: Policy = parse_policy(DEFAULT_POLICY + SOURCES[granularity], "bench policy")
+    queries = build_queries(policy.traffic)
+    cluster_bytes, answer_bytes = cluster_path.read_bytes(), answer_path.read_bytes()
+    stages = Stages()
+    samples = stages.run("parse answer", lambda: parse_vector(json.loads(answer_bytes)))
+    snapshot = stages.run("build snapshot", lambda: parse_snapshot(json.loads(cluster_bytes), "x"))
+    traffic = stages.run(
+        "map traffic to pods",
+        lambda: read_traffic(samples, None, queries, snapshot, policy.traffic.max_age_seconds),
+    )
+    if isinstance(traffic, TrafficFailure):
+        raise SystemExit(f"bench: the synthetic answer was refused: {traffic.detail}")
+    assert isinstance(traffic, PodTraffic)
+    view = stages.run("build graph", lambda: build_view(policy, snapshot, traffic))
+    candidates: list[Candidate] = []
+    for config in policy.strategies:
+        strategy = STRATEGIES[config.name].build(config.args)
+        candidates += stages.run(f"strategy {config.name}", lambda s=strategy: s.propose(view))
+    state = PlannerState().observe(candidates)
+    result = stages.run(
+        "plan",
+        lambda: plan(view, candidates, policy, state, now=0.0, persistence_required=1),
+    )
+    return {
+        "stages": stages.figures,
+        "cycle_seconds": sum(f["seconds"] for f in stages.figures),
+        "peak_rss_mib": _peak_mib(),
+        "series": len(samples) if isinstance(samples, list) else 0,
+        "pod_pairs": len(traffic.rates),
+        "graph_edges": view.cost.graph.number_of_edges(),
+        "candidates": len(candidates),
+        "moves": len(result.moves),
+    }
+
+
+def measure_floor(answer_path: Path) -> dict[str, Any]:
+    import orjson  # noqa: PLC0415 - only the floor needs it
+
+    answer_bytes = answer_path.read_bytes()
+    started = time.perf_counter()
+    orjson.loads(answer_bytes)
+    return {"floor_seconds": time.perf_counter() - started, "peak_rss_mib": _peak_mib()}
+
+
+def _in_fresh_process(*args: str) -> dict[str, Any]:
+    """Each measurement in its own interpreter, so one run's peak RSS is not another's."""
+    done = subprocess.run(
+        [sys.executable, __file__, *args], check=True, capture_output=True, text=True
+    )
+    parsed: dict[str, Any] = json.loads(done.stdout)
+    return parsed
+
+
+def measure_size(size: Size, seed: int, workdir: Path) -> list[dict[str, Any]]:
+    started = time.perf_counter()
+    synthetic = generate(size, seed)
+    cluster_path = workdir / f"{size.name}-cluster.json"
+    cluster_path.write_text(json.dumps(synthetic.cluster))
+    answers = {"pod": synthetic.pod_response(), "workload": synthetic.workload_response()}
+    paths = {}
+    for granularity, answer in answers.items():
+        paths[granularity] = workdir / f"{size.name}-{granularity}.json"
+        paths[granularity].write_text(json.dumps(answer))
+    print(f"{size.name}: generated in {time.perf_counter() - started:.1f}s", flush=True)
+    del synthetic, answers
+    rows = []
+    for granularity in GRANULARITIES:
+        floor = _in_fresh_process("--floor", str(paths[granularity]))
+        cycle = _in_fresh_process(
+            "--cycle", str(cluster_path), str(paths[granularity]), granularity
+        )
+        row = {
+            "size": size.name,
+            "nodes": size.nodes,
+            "pods": size.pods,
+            "granularity": granularity,
+            "answer_mib": paths[granularity].stat().st_size / 2**20,
+            **cycle,
+            "floor_seconds": floor["floor_seconds"],
+        }
+        print(
+            f"  {granularity}: cycle {row['cycle_seconds']:.1f}s, floor "
+            f"{row['floor_seconds']:.2f}s, peak {row['peak_rss_mib']:.0f} MiB",
+            flush=True,
+        )
+        rows.append(row)
+    return rows
+
+
+def growth_exponent(rows: list[dict[str, Any]], granularity: str) -> float | None:
+    """log(time ratio) / log(size ratio) between the smallest and largest pod counts."""
+    chosen = sorted((r for r in rows if r["granularity"] == granularity), key=lambda r: r["pods"])
+    if len(chosen) < 2:
+        return None
+    first, last = chosen[0], chosen[-1]
+    return math.log(last["cycle_seconds"] / first["cycle_seconds"]) / math.log(
+        last["pods"] / first["pods"]
+    )
+
+
+def table(rows: list[dict[str, Any]]) -> str:
+    names = [figure["stage"] for figure in rows[0]["stages"]]
+    lines = [
+        "| size | traffic | series | pod pairs | "
+        + " | ".join(names)
+        + " | cycle (s) | floor (s) | cycle / floor | peak RSS (MiB) |",
+        "|---|---|---:|---:|" + "---:|" * len(names) + "---:|---:|---:|---:|",
+    ]
+    for row in rows:
+        seconds = {figure["stage"]: figure["seconds"] for figure in row["stages"]}
+        lines.append(
+            f"| {row['size']} ({row['nodes']} nodes, {row['pods']} pods) | {row['granularity']} "
+            f"| {row['series']} | {row['pod_pairs']} | "
+            + " | ".join(f"{seconds[name]:.2f}" for name in names)
+            + f" | {row['cycle_seconds']:.2f} | {row['floor_seconds']:.2f} "
+            f"| {row['cycle_seconds'] / row['floor_seconds']:.0f}x | {row['peak_rss_mib']:.0f} |"
+        )
+    return "\n".join(lines)
+
+
+def plot(rows: list[dict[str, Any]], path: Path) -> None:
+    import matplotlib  # noqa: PLC0415
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt  # noqa: PLC0415
+
+    figure, axes = plt.subplots(figsize=(7, 4))
+    for granularity, marker in zip(GRANULARITIES, "os", strict=True):
+        chosen = sorted(
+            (r for r in rows if r["granularity"] == granularity), key=lambda r: r["pods"]
+        )
+        pods = [r["pods"] for r in chosen]
+        axes.plot(
+            pods,
+            [r["cycle_seconds"] for r in chosen],
+            marker=marker,
+            label=f"cycle, {granularity} traffic",
+        )
+        axes.plot(
+            pods,
+            [r["floor_seconds"] for r in chosen],
+            marker=marker,
+            linestyle=":",
+            label=f"floor (orjson), {granularity} traffic",
+        )
+    axes.set_xscale("log")
+    axes.set_yscale("log")
+    axes.set_xlabel("pods")
+    axes.set_ylabel("seconds")
+    axes.set_title("One planning cycle against the parsing floor")
+    axes.legend()
+    axes.grid(alpha=0.3, which="both")
+    figure.tight_layout()
+    figure.savefig(path, dpi=110)
+    plt.close(figure)
+
+
+def main() -> None:
+    if sys.argv[1:2] == ["--cycle"]:
+        cluster, answer, granularity = sys.argv[2:5]
+        print(json.dumps(measure_cycle(Path(cluster), Path(answer), granularity)))
+        return
+    if sys.argv[1:2] == ["--floor"]:
+        print(json.dumps(measure_floor(Path(sys.argv[2]))))
+        return
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", default=",".join(SIZES), help="comma-separated: 1k,5k,10k")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--results", type=Path, default=ROOT / "bench" / "results")
+    args = parser.parse_args()
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="bench-scale-") as workdir:
+        for name in args.sizes.split(","):
+            rows += measure_size(SIZES[name], args.seed, Path(workdir))
+    text = table(rows)
+    exponents = {g: growth_exponent(rows, g) for g in GRANULARITIES}
+    notes = "\n".join(
+        f"- growth exponent of the cycle time, {g} traffic: " + ("n/a" if e is None else f"{e:.2f}")
+        for g, e in exponents.items()
+    )
+    print(text + "\n" + notes)
+    args.results.mkdir(parents=True, exist_ok=True)
+    heading = (
+        f"# One planning cycle at scale, seed {args.seed}\n\n"
+        "Written by `make bench-scale`. Seconds per stage, each measured in a fresh process; the "
+        "cycle is their sum. The floor decodes the same answer with orjson and does nothing else. "
+        "Peak RSS is the cycle process's.\n\n"
+    )
+    (args.results / "scale.md").write_text(heading + text + "\n\n" + notes + "\n")
+    (args.results / "scale.json").write_text(
+        json.dumps({"rows": rows, "growth_exponent": exponents}, indent=2) + "\n"
+    )
+    plot(rows, args.results / "scale.png")
+    print(f"wrote {args.results / 'scale.md'}, scale.json and scale.png")
+
+
+if __name__ == "__main__":
+    main()
