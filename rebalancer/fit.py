@@ -9,7 +9,7 @@ it has terminated, while its replacement already counts where it will land.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -36,16 +36,18 @@ class Occupancy:
     requested: dict[str, Resources] = field(default_factory=dict)
     placement: dict[str, str] = field(default_factory=dict)
     """Pod key -> node; a planned pod counts on its target node."""
+    by_namespace: dict[str, dict[str, str]] = field(default_factory=dict)
+    """The same placements by namespace: spread and affinity terms count pods of a few
+    namespaces, and scanning the whole cluster for each node checked made a check O(pods)."""
+    anti_affine: set[str] = field(default_factory=set)
+    """Placed pods with required anti-affinity, which also keeps newcomers off their domains."""
 
     @classmethod
     def from_snapshot(cls, snapshot: Snapshot) -> Occupancy:
         occupancy = cls(snapshot)
         for pod in snapshot.pods.values():
             if pod.node_name and pod.phase not in _RELEASED_PHASES:
-                occupancy.placement[pod.key] = pod.node_name
-                occupancy.requested[pod.node_name] = (
-                    occupancy.requested.get(pod.node_name, Resources()) + pod.requests
-                )
+                occupancy.reserve(pod, pod.node_name)
         return occupancy
 
     def free(self, node: Node) -> Resources:
@@ -55,9 +57,32 @@ class Occupancy:
         """Hold room for the replacement on `node_name`; the old pod still holds its own."""
         self.requested[node_name] = self.requested.get(node_name, Resources()) + pod.requests
         self.placement[pod.key] = node_name
+        self.by_namespace.setdefault(pod.namespace, {})[pod.key] = node_name
+        if pod.required_anti_affinity:
+            self.anti_affine.add(pod.key)
+
+    def release(self, pod: Pod) -> None:
+        """The pod is gone (the simulator removes evicted pods at once)."""
+        node_name = self.placement.pop(pod.key, None)
+        if node_name is not None:
+            self.requested[node_name] = self.requested[node_name] - pod.requests
+        self.by_namespace.get(pod.namespace, {}).pop(pod.key, None)
+        self.anti_affine.discard(pod.key)
+
+    def placed_in(self, namespaces: Iterable[str]) -> Iterator[tuple[Pod, str]]:
+        """Each placed pod of these namespaces, with its node."""
+        for namespace in namespaces:
+            for key, node_name in self.by_namespace.get(namespace, {}).items():
+                yield self.snapshot.pods[key], node_name
 
     def copy(self) -> Occupancy:
-        return Occupancy(self.snapshot, dict(self.requested), dict(self.placement))
+        return Occupancy(
+            self.snapshot,
+            dict(self.requested),
+            dict(self.placement),
+            {namespace: dict(pods) for namespace, pods in self.by_namespace.items()},
+            set(self.anti_affine),
+        )
 
 
 def tolerates(tolerations: tuple[Mapping[str, Any], ...], taint: Taint) -> bool:
@@ -131,9 +156,8 @@ def _others_near(
         return None
     snapshot = occupancy.snapshot
     near = []
-    for key, node_name in occupancy.placement.items():
-        other = snapshot.pods[key]
-        if key == pod.key or other.namespace not in term.namespaces:
+    for other, node_name in occupancy.placed_in(term.namespaces):
+        if other.key == pod.key:
             continue
         if not matches_label_selector(term.label_selector, other.labels):
             continue
@@ -157,11 +181,11 @@ def _pod_affinity_allows(pod: Pod, node: Node, occupancy: Occupancy) -> bool:
             return False
     # Existing pods' anti-affinity also keeps newcomers away (the scheduler checks both ways).
     snapshot = occupancy.snapshot
-    for key, node_name in occupancy.placement.items():
+    for key in occupancy.anti_affine:
         other = snapshot.pods[key]
-        if key == pod.key or not other.required_anti_affinity:
+        if key == pod.key:
             continue
-        other_node = snapshot.nodes.get(node_name)
+        other_node = snapshot.nodes.get(occupancy.placement[key])
         for term in other.required_anti_affinity:
             if pod.namespace not in term.namespaces:
                 continue
@@ -182,10 +206,8 @@ def _no_match_anywhere_but_self(pod: Pod, term: PodAffinityTerm, occupancy: Occu
     if not matches_label_selector(term.label_selector, pod.labels):
         return False
     return not any(
-        key != pod.key
-        and occupancy.snapshot.pods[key].namespace in term.namespaces
-        and matches_label_selector(term.label_selector, occupancy.snapshot.pods[key].labels)
-        for key in occupancy.placement
+        other.key != pod.key and matches_label_selector(term.label_selector, other.labels)
+        for other, _node_name in occupancy.placed_in(term.namespaces)
     )
 
 
@@ -206,15 +228,12 @@ def _spread_broken(
         if value is not None and node_affinity_allows(pod, candidate):
             counts.setdefault(value, 0)
     origin = None
-    for other_key, node_name in occupancy.placement.items():
-        other = snapshot.pods[other_key]
-        if other.namespace != pod.namespace:
-            continue
+    for other, node_name in occupancy.placed_in([pod.namespace]):
         if not matches_label_selector(constraint.label_selector, other.labels):
             continue
         other_node = snapshot.nodes.get(node_name)
         value = other_node.labels.get(key) if other_node else None
-        if other_key == pod.key:
+        if other.key == pod.key:
             origin = value
         elif value in counts:
             counts[value] += 1

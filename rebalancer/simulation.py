@@ -207,9 +207,7 @@ class SimulatedCluster:
 
     def remove(self, pod_key: str) -> Pod:
         pod = self.snapshot.pods.pop(pod_key)
-        node = self.occupancy.placement.pop(pod_key, None)
-        if node is not None:
-            self.occupancy.requested[node] = self.occupancy.requested[node] - pod.requests
+        self.occupancy.release(pod)
         return pod
 
     def placed(self) -> list[PlacedPod]:

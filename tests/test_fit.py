@@ -157,3 +157,24 @@ def test_topology_spread(hard: bool, honor_soft: bool, refused: str | None) -> N
     assert _check(objects, "default/ha-0", "n2", honor_soft) == refused
     # moving ha-3 from b to c keeps skew at 1
     assert _check(objects, "default/ha-3", "n3", honor_soft) is None
+
+
+def test_the_occupancy_indexes_follow_reservations_releases_and_copies() -> None:
+    """Affinity and spread read the namespace and anti-affinity indexes instead of every pod, so
+    the indexes must say what the placements say after each change."""
+    objects = [
+        b.node("n1", zone="a"),
+        b.node("n2", zone="b"),
+        b.pod("db-0", "n1", labels={"app": "db"}, mutate=_anti_zone),
+        b.pod("web", "n1", labels={"app": "web"}, namespace="shop"),
+    ]
+    snapshot = snapshot_of(objects)
+    occupancy = Occupancy.from_snapshot(snapshot)
+    assert occupancy.anti_affine == {"default/db-0"}
+    assert [(p.key, n) for p, n in occupancy.placed_in(["shop"])] == [("shop/web", "n1")]
+    copy = occupancy.copy()
+    copy.reserve(snapshot.pods["shop/web"], "n2")
+    copy.release(snapshot.pods["default/db-0"])
+    assert copy.anti_affine == set() and occupancy.anti_affine == {"default/db-0"}
+    assert [(p.key, n) for p, n in copy.placed_in(["shop", "default"])] == [("shop/web", "n2")]
+    assert [(p.key, n) for p, n in occupancy.placed_in(["shop"])] == [("shop/web", "n1")]
