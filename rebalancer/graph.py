@@ -100,21 +100,26 @@ class CostModel:
 
     def figures(self, snapshot: Snapshot, price: Price) -> Figures:
         levels = self.topology.levels
-        crossing = dict.fromkeys((level.name for level in levels), 0.0)
+        weights = [level.weight for level in levels] + [0.0]
+        # Traffic by the widest level it crosses; crossing a level means crossing all below.
+        split_at = [0.0] * (len(levels) + 1)
+        names = {pod: _workload_name(snapshot, pod) for pod in self.graph.nodes}
         total = weighted = 0.0
         pairs: dict[tuple[str, str], list[float]] = {}
         for a, b, data in self.graph.edges(data=True):
             rate = data["weight"]
-            here, there = self.locations[a], self.locations[b]
-            cost = rate * self.topology.distance(here, there)
+            split = self.topology.first_split(self.locations[a], self.locations[b])
+            cost = rate * weights[split]
             total += rate
             weighted += cost
-            for index in self.topology.crossed_levels(here, there):
-                crossing[levels[index].name] += rate
-            names = sorted((_workload_name(snapshot, a), _workload_name(snapshot, b)))
-            figure = pairs.setdefault((names[0], names[1]), [0.0, 0.0])
+            split_at[split] += rate
+            name_a, name_b = names[a], names[b]
+            figure = pairs.setdefault(
+                (name_a, name_b) if name_a <= name_b else (name_b, name_a), [0.0, 0.0]
+            )
             figure[0] += rate
             figure[1] += cost
+        crossing = {level.name: sum(split_at[: index + 1]) for index, level in enumerate(levels)}
         cross_zone = crossing[levels[price.zone_level].name]
         monthly = None
         if price.bytes_per_unit is not None:

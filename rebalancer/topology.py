@@ -92,20 +92,22 @@ class Topology:
     def domains_at(self, level: int) -> list[Domain]:
         return sorted((d for d in self.nodes_by_domain if d.level == level), key=lambda d: d.key)
 
+    def first_split(self, a: Location, b: Location) -> int:
+        """The widest level at which a and b are in different (or unknown) domains, as an index;
+        the number of levels when they share every one. They differ at every level below it."""
+        for index, (value_a, value_b) in enumerate(zip(a, b, strict=True)):
+            if value_a is None or value_a != value_b:
+                return index
+        return len(a)
+
     def distance(self, a: Location, b: Location) -> float:
         """The weight of the widest level at which a and b differ (unknown counts as different)."""
-        for level, value_a, value_b in zip(self.levels, a, b, strict=True):
-            if value_a is None or value_b is None or value_a != value_b:
-                return level.weight
-        return 0.0
+        split = self.first_split(a, b)
+        return self.levels[split].weight if split < len(self.levels) else 0.0
 
     def crossed_levels(self, a: Location, b: Location) -> Iterable[int]:
         """Indexes of the levels at which a and b are in different (or unknown) domains."""
-        for index in range(len(self.levels)):
-            value_a, value_b = a[index], b[index]
-            if value_a is None or value_b is None or value_a != value_b:
-                yield from range(index, len(self.levels))
-                return
+        return range(self.first_split(a, b), len(self.levels))
 
     def location_within(self, domain: Domain) -> Location:
         """What is known of a pod once it is planned into `domain`: nothing below that level."""

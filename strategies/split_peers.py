@@ -14,13 +14,13 @@ with room for both, as one joint move.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Annotated
+from typing import Annotated, cast
 
 from pydantic import Field
 
 from rebalancer.fit import rejection
 from rebalancer.snapshot import Pod
-from rebalancer.topology import Domain
+from rebalancer.topology import Domain, DomainKey, Location
 from strategies.base import Candidate, ClusterView, Strategy, StrategyArgs
 
 PLUGIN_NAME = "split-peers"
@@ -55,36 +55,55 @@ class SplitPeers:
         topology = view.topology
         widest = topology.level_index(self.args.level)
         finest = topology.level_index(self.args.down_to or self.args.level)
+        levels = range(widest, finest + 1)
         return [
             candidate
             for pod in sorted(view.cost.graph.nodes)
-            for level in range(widest, finest + 1)
-            for candidate in self._candidates(view, pod, level)
+            for candidate in self._candidates(view, pod, levels)
         ]
 
-    def _candidates(self, view: ClusterView, pod: str, level: int) -> list[Candidate]:
-        topology, cost = view.topology, view.cost
-        here = topology.domain_of(cost.locations[pod], level)
-        if here is None:
-            return []
-        by_domain: dict[Domain, float] = {}
+    def _candidates(self, view: ClusterView, pod: str, levels: range) -> list[Candidate]:
+        """One pass over the pod's peers sums their traffic per domain at every level at once;
+        this runs for every pod of the graph, so it is the strategy's whole cost."""
+        cost = view.cost
+        by_level: list[dict[Location, float]] = [{} for _ in levels]
         total = 0.0
         for peer, data in cost.graph.adj[pod].items():
-            total += data["weight"]
-            there = topology.domain_of(cost.locations[peer], level)
-            if there is not None:
-                by_domain[there] = by_domain.get(there, 0.0) + data["weight"]
+            weight = data["weight"]
+            total += weight
+            there = cost.locations[peer]
+            for slot, level in enumerate(levels):
+                key = there[: level + 1]
+                if None in key:
+                    break  # the levels below are unknown too
+                by_level[slot][key] = by_level[slot].get(key, 0.0) + weight
+        return [
+            candidate
+            for slot, level in enumerate(levels)
+            for candidate in self._at_level(view, pod, level, by_level[slot], total)
+        ]
+
+    def _at_level(
+        self, view: ClusterView, pod: str, level: int, by_key: dict[Location, float], total: float
+    ) -> list[Candidate]:
+        topology, cost = view.topology, view.cost
+        here = topology.domain_of(cost.locations[pod], level)
+        if here is None or not by_key:
+            return []
         # Every domain that holds the share, not just the heaviest: at a 50/50 split the other
         # may be the one with room.
         level_name = topology.levels[level].name
+        local = by_key.get(here.key, 0.0)
+        holding = [key for key, weight in by_key.items() if weight / total >= self.args.min_share]
         candidates = []
-        for there in sorted(by_domain, key=lambda d: (-by_domain[d], d.key)):
-            share = by_domain[there] / total
-            if share < self.args.min_share:
-                break
-            gain = cost.gain(pod, there)
-            if there == here or by_domain[there] <= by_domain.get(here, 0.0) or gain <= 0:
+        for key in sorted(holding, key=lambda k: (-by_key[k], k)):
+            there = Domain(level, cast(DomainKey, key))  # no None: those were not summed
+            if there == here or by_key[key] <= local:
                 continue
+            gain = cost.gain(pod, there)
+            if gain <= 0:
+                continue
+            share = by_key[key] / total
             reason = f"{share:.0%} of its traffic goes to {level_name} {'/'.join(there.key)}"
             candidates.append(
                 Candidate(pod=pod, target=there, gain=gain, reason=reason, strategy=self.name)
