@@ -204,23 +204,16 @@ def plot(rows: list[dict[str, Any]], path: Path) -> None:
     import matplotlib.pyplot as plt  # noqa: PLC0415
 
     figure, axes = plt.subplots(figsize=(7, 4))
-    for granularity, marker in zip(GRANULARITIES, "os", strict=True):
+    for granularity, marker, color in zip(GRANULARITIES, "os", ("C0", "C2"), strict=True):
         chosen = sorted(
             (r for r in rows if r["granularity"] == granularity), key=lambda r: r["pods"]
         )
         pods = [r["pods"] for r in chosen]
+        cycle = [r["cycle_seconds"] for r in chosen]
+        floor = [r["floor_seconds"] for r in chosen]
+        axes.plot(pods, cycle, marker=marker, color=color, label=f"cycle, {granularity} traffic")
         axes.plot(
-            pods,
-            [r["cycle_seconds"] for r in chosen],
-            marker=marker,
-            label=f"cycle, {granularity} traffic",
-        )
-        axes.plot(
-            pods,
-            [r["floor_seconds"] for r in chosen],
-            marker=marker,
-            linestyle=":",
-            label=f"floor (orjson), {granularity} traffic",
+            pods, floor, marker=marker, color=color, linestyle=":", label=f"floor, {granularity}"
         )
     axes.set_xscale("log")
     axes.set_yscale("log")
