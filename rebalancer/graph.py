@@ -7,13 +7,13 @@ last digit on what a placement costs: a gain the planner counts is exactly the d
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 
 import networkx as nx
 
 from rebalancer.snapshot import Snapshot
-from rebalancer.topology import Domain, Location, Topology
+from rebalancer.topology import Domain, Location, Topology, first_split
 
 SECONDS_PER_MONTH = 30.4375 * 24 * 3600
 """An average month (365.25 / 12 days), the period cloud bills are read in."""
@@ -63,12 +63,24 @@ class CostModel:
     topology: Topology
     locations: dict[str, Location]
     moved: dict[str, Domain] = field(default_factory=dict)
+    peers: dict[str, dict[str, float]] = field(default_factory=dict)
+    """Pod -> peer -> rate: the graph's adjacency as plain dicts, read in every cost sum. Going
+    through networkx's adjacency views cost more than the sums themselves on large graphs."""
+
+    def __post_init__(self) -> None:
+        if not self.peers and self.graph.number_of_nodes():
+            self.peers = {
+                pod: {peer: float(data["weight"]) for peer, data in neighbours.items()}
+                for pod, neighbours in self.graph.adjacency()
+            }
+        self._split_weights = [level.weight for level in self.topology.levels] + [0.0]
 
     def pod_cost(self, pod: str, location: Location | None = None) -> float:
         here = self.locations[pod] if location is None else location
+        locations, weights = self.locations, self._split_weights
         return sum(
-            float(data["weight"]) * self.topology.distance(here, self.locations[peer])
-            for peer, data in self.graph.adj[pod].items()
+            rate * weights[first_split(here, locations[peer])]
+            for peer, rate in self.peers[pod].items()
         )
 
     def gain(self, pod: str, target: Domain) -> float:
@@ -83,32 +95,40 @@ class CostModel:
         planned = {pod: self.topology.location_within(d) for pod, d in targets.items()}
         saved = 0.0
         for pod, after in planned.items():
-            for peer, data in self.graph.adj[pod].items():
+            for peer, rate in self.peers[pod].items():
                 if peer in planned and peer < pod:
                     continue  # counted from the other end
                 before = self.topology.distance(self.locations[pod], self.locations[peer])
                 now = self.topology.distance(after, planned.get(peer, self.locations[peer]))
-                saved += float(data["weight"]) * (before - now)
+                saved += rate * (before - now)
         return saved
+
+    def edges(self) -> Iterator[tuple[str, str, float]]:
+        """Each pair once, with its rate."""
+        for pod, rates in self.peers.items():
+            for peer, rate in rates.items():
+                if pod < peer:
+                    yield pod, peer, rate
 
     def move(self, pod: str, target: Domain) -> None:
         self.locations[pod] = self.topology.location_within(target)
         self.moved[pod] = target
 
     def copy(self) -> CostModel:
-        return CostModel(self.graph, self.topology, dict(self.locations), dict(self.moved))
+        return CostModel(
+            self.graph, self.topology, dict(self.locations), dict(self.moved), self.peers
+        )
 
     def figures(self, snapshot: Snapshot, price: Price) -> Figures:
         levels = self.topology.levels
-        weights = [level.weight for level in levels] + [0.0]
+        weights = self._split_weights
         # Traffic by the widest level it crosses; crossing a level means crossing all below.
         split_at = [0.0] * (len(levels) + 1)
         names = {pod: _workload_name(snapshot, pod) for pod in self.graph.nodes}
         total = weighted = 0.0
         pairs: dict[tuple[str, str], list[float]] = {}
-        for a, b, data in self.graph.edges(data=True):
-            rate = data["weight"]
-            split = self.topology.first_split(self.locations[a], self.locations[b])
+        for a, b, rate in self.edges():
+            split = first_split(self.locations[a], self.locations[b])
             cost = rate * weights[split]
             total += rate
             weighted += cost

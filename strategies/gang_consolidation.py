@@ -69,15 +69,14 @@ class GangConsolidation:
         return candidates
 
     def _tight(self, view: ClusterView, members: list[str]) -> bool:
-        graph = view.cost.graph
         inside = set(members)
         internal = external = 0.0
         for pod in members:
-            for peer, data in graph.adj[pod].items():
+            for peer, rate in view.cost.peers[pod].items():
                 if peer in inside:
-                    internal += data["weight"] / 2  # each internal edge is seen from both ends
+                    internal += rate / 2  # each internal edge is seen from both ends
                 else:
-                    external += data["weight"]
+                    external += rate
         total = internal + external
         return total > 0 and internal / total >= self.args.min_internal_share
 

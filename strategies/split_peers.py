@@ -68,8 +68,7 @@ class SplitPeers:
         cost = view.cost
         by_level: list[dict[Location, float]] = [{} for _ in levels]
         total = 0.0
-        for peer, data in cost.graph.adj[pod].items():
-            weight = data["weight"]
+        for peer, weight in cost.peers[pod].items():
             total += weight
             there = cost.locations[peer]
             for slot, level in enumerate(levels):
@@ -136,8 +135,8 @@ class SplitPeers:
         topology, cost, pods = view.topology, view.cost, view.snapshot.pods
         level = here.level
         peers = [
-            (data["weight"], peer)
-            for peer, data in cost.graph.adj[pod].items()
+            (weight, peer)
+            for peer, weight in cost.peers[pod].items()
             if topology.domain_of(cost.locations[peer], level) == there
         ]
         _weight, peer = max(peers)
