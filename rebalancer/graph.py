@@ -55,6 +55,14 @@ def build_graph(
     return graph
 
 
+@dataclass(frozen=True)
+class Worth:
+    gain: float
+    """Weighted cost saved."""
+    cost: float
+    """What the moving pods cost now: a gain is judged as a share of it."""
+
+
 @dataclass
 class CostModel:
     """Pod locations and the cost they imply; the planner moves pods in it to predict the result."""
@@ -86,6 +94,15 @@ class CostModel:
     def gain(self, pod: str, target: Domain) -> float:
         """Cost saved by moving `pod` into `target`, assuming nothing below the target's level."""
         return self.pod_cost(pod) - self.pod_cost(pod, self.topology.location_within(target))
+
+    def worth(self, targets: Mapping[str, Domain]) -> Worth:
+        """What moving these pods saves, and what they cost now, from one pass when one pod moves:
+        the planner judges every candidate by both."""
+        if len(targets) == 1:
+            ((pod, target),) = targets.items()
+            now = self.pod_cost(pod)
+            return Worth(now - self.pod_cost(pod, self.topology.location_within(target)), now)
+        return Worth(self.joint_gain(targets), sum(self.pod_cost(pod) for pod in targets))
 
     def joint_gain(self, targets: Mapping[str, Domain]) -> float:
         """Cost saved by moving several pods at once; traffic between two of them counts once."""
@@ -120,26 +137,74 @@ class CostModel:
         )
 
     def figures(self, snapshot: Snapshot, price: Price) -> Figures:
-        levels = self.topology.levels
-        weights = self._split_weights
-        # Traffic by the widest level it crosses; crossing a level means crossing all below.
-        split_at = [0.0] * (len(levels) + 1)
-        names = {pod: _workload_name(snapshot, pod) for pod in self.graph.nodes}
-        total = weighted = 0.0
-        pairs: dict[tuple[str, str], list[float]] = {}
+        return self.tally(snapshot).figures(self.topology, price)
+
+    def tally(self, snapshot: Snapshot) -> Tally:
+        """The sums behind the figures, over every pair."""
+        names = {pod: _workload_name(snapshot, pod) for pod in self.peers}
+        tally = Tally(self._split_weights, names)
         for a, b, rate in self.edges():
-            split = first_split(self.locations[a], self.locations[b])
-            cost = rate * weights[split]
-            total += rate
-            weighted += cost
-            split_at[split] += rate
-            name_a, name_b = names[a], names[b]
-            figure = pairs.setdefault(
-                (name_a, name_b) if name_a <= name_b else (name_b, name_a), [0.0, 0.0]
-            )
-            figure[0] += rate
-            figure[1] += cost
-        crossing = {level.name: sum(split_at[: index + 1]) for index, level in enumerate(levels)}
+            tally.count(a, b, rate, first_split(self.locations[a], self.locations[b]), 1.0)
+        return tally
+
+    def retally(self, tally: Tally, original: CostModel) -> Tally:
+        """`tally` of the `original` model, changed to this one by re-counting only the pairs of
+        the pods moved since: a plan's figures without a second pass over the whole graph."""
+        changed = tally.copy()
+        for pod in self.moved:
+            for peer, rate in self.peers[pod].items():
+                if peer in self.moved and peer < pod:
+                    continue  # counted from the other end
+                was = first_split(original.locations[pod], original.locations[peer])
+                now = first_split(self.locations[pod], self.locations[peer])
+                changed.count(pod, peer, rate, was, -1.0)
+                changed.count(pod, peer, rate, now, 1.0)
+        return changed
+
+
+@dataclass
+class Tally:
+    """Running sums: traffic by the widest level it crosses (crossing a level means crossing
+    every level below it), and rate and cost per pair of workloads."""
+
+    weights: list[float]
+    """Cost per unit of rate by widest split; the last entry, 0, is for pods that share all."""
+    names: dict[str, str]
+    """Pod -> its workload's name, read once."""
+    split_at: list[float] = field(default_factory=list)
+    total: float = 0.0
+    weighted: float = 0.0
+    pairs: dict[tuple[str, str], list[float]] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not self.split_at:
+            self.split_at = [0.0] * len(self.weights)
+
+    def count(self, a: str, b: str, rate: float, split: int, sign: float) -> None:
+        cost = sign * rate * self.weights[split]
+        self.split_at[split] += sign * rate
+        self.total += sign * rate
+        self.weighted += cost
+        name_a, name_b = self.names[a], self.names[b]
+        figure = self.pairs.setdefault(
+            (name_a, name_b) if name_a <= name_b else (name_b, name_a), [0.0, 0.0]
+        )
+        figure[0] += sign * rate
+        figure[1] += cost
+
+    def copy(self) -> Tally:
+        pairs = {key: list(figure) for key, figure in self.pairs.items()}
+        return Tally(
+            self.weights, self.names, list(self.split_at), self.total, self.weighted, pairs
+        )
+
+    def figures(self, topology: Topology, price: Price) -> Figures:
+        levels = topology.levels
+        # A re-count subtracts what it adds elsewhere: rounding may leave -1e-16 where 0 is meant.
+        crossing = {
+            level.name: max(0.0, sum(self.split_at[: index + 1]))
+            for index, level in enumerate(levels)
+        }
         cross_zone = crossing[levels[price.zone_level].name]
         monthly = None
         if price.bytes_per_unit is not None:
@@ -147,9 +212,9 @@ class CostModel:
             monthly = gigabytes * price.per_gb_cross_zone
         breakdown = tuple(
             WorkloadPairFigure(pair, rate, cost)
-            for pair, (rate, cost) in sorted(pairs.items(), key=lambda item: -item[1][1])
+            for pair, (rate, cost) in sorted(self.pairs.items(), key=lambda item: -item[1][1])
         )
-        return Figures(total, crossing, weighted, monthly, breakdown)
+        return Figures(self.total, crossing, max(0.0, self.weighted), monthly, breakdown)
 
 
 def _workload_name(snapshot: Snapshot, pod_key: str) -> str:

@@ -19,7 +19,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict
 
 from rebalancer.fit import Occupancy, rejection
-from rebalancer.graph import CostModel, Figures, Price
+from rebalancer.graph import CostModel, Figures, Price, Worth
 from rebalancer.landing import Judged, Landing
 from rebalancer.policy import Limits, Policy
 from rebalancer.selectors import matches_label_selector
@@ -277,10 +277,10 @@ class _Cycle:
         return self.view.topology.level_index(self.policy.topology.zone_level)
 
     def refusal(
-        self, pod: Pod, candidate: Candidate, target: Domain, gain: float
+        self, pod: Pod, candidate: Candidate, target: Domain, worth: Worth
     ) -> tuple[SkipCategory, str] | None:
         """The first rule that forbids moving `pod` into `target` now, cheapest checks first;
-        `gain` is the whole candidate's, judged against what all its pods cost now."""
+        `worth` is the whole candidate's."""
         protected = protection_reason(pod, self.view.snapshot, self.policy)
         if protected is not None:
             return "protected", protected
@@ -295,8 +295,8 @@ class _Cycle:
             )
         # Relative to the pod's own cost, not the cluster's: a cluster-wide share would grow with
         # the cluster until no single move could clear it.
-        own_cost = sum(self.cost.pod_cost(member) for member in candidate.targets)
-        threshold = max(self.min_gain, self.policy.thresholds.min_gain_ratio * own_cost)
+        threshold = max(self.min_gain, self.policy.thresholds.min_gain_ratio * worth.cost)
+        gain = worth.gain
         if gain <= 0 or gain < threshold:
             return "below-threshold", f"gain {gain:.3g} below threshold {threshold:.3g}"
         checks: tuple[tuple[SkipCategory, Callable[[], str | None]], ...] = (
@@ -377,16 +377,16 @@ class _Cycle:
             self.moved_now.append(move.remembered(self.now))
         return move
 
-    def attempt(self, candidate: Candidate, gain: float) -> list[Move] | tuple[SkipCategory, str]:
+    def attempt(self, candidate: Candidate, worth: Worth) -> list[Move] | tuple[SkipCategory, str]:
         """All of the candidate's moves, or why not. A joint move is tried on a copy of the
         cycle's models and budgets, so a refusal of its last pod undoes nothing by hand."""
         targets = candidate.targets
         trial = self if len(targets) == 1 else self.trial()
-        share = gain / len(targets)  # the moves' gains must add up to the cost they save
+        share = worth.gain / len(targets)  # the moves' gains must add up to the cost they save
         moves = []
         for pod_key, target in targets.items():
             pod = self.view.snapshot.pods[pod_key]
-            placed = trial.place(pod, candidate, target, gain)
+            placed = trial.place(pod, candidate, target, worth)
             if isinstance(placed, tuple):
                 category, reason = placed
                 return category, reason if pod_key == candidate.pod else f"{pod_key}: {reason}"
@@ -396,10 +396,10 @@ class _Cycle:
         return moves
 
     def place(
-        self, pod: Pod, candidate: Candidate, target: Domain, gain: float
+        self, pod: Pod, candidate: Candidate, target: Domain, worth: Worth
     ) -> str | tuple[SkipCategory, str]:
         """The node `pod` would go to in `target`, or why it may not move there."""
-        refusal = self.refusal(pod, candidate, target, gain)
+        refusal = self.refusal(pod, candidate, target, worth)
         if refusal is not None:
             return refusal
         node = self.node_in(pod, target)
@@ -508,7 +508,8 @@ def plan(
     """Pick safe moves by largest gain; `state` must already have observed these candidates."""
     snapshot, topology = view.snapshot, view.topology
     price = price_of(policy, topology)
-    before = view.cost.figures(snapshot, price)
+    tally = view.cost.tally(snapshot)
+    before = tally.figures(topology, price)
     thresholds = policy.thresholds
     cycle = _Cycle(
         view=view,
@@ -533,11 +534,11 @@ def plan(
         _negative_gain, index, candidate = heapq.heappop(heap)
         if any(pod in cycle.cost.moved for pod in candidate.targets):
             continue
-        gain = cycle.cost.joint_gain(candidate.targets)
-        if heap and gain < -heap[0][0] - _GAIN_TOLERANCE:
-            heapq.heappush(heap, (-gain, index, candidate))  # outdated by earlier picks: re-rank
+        worth = cycle.cost.worth(candidate.targets)
+        if heap and worth.gain < -heap[0][0] - _GAIN_TOLERANCE:
+            heapq.heappush(heap, (-worth.gain, index, candidate))  # outdated by earlier picks
             continue
-        attempted = cycle.attempt(candidate, gain)
+        attempted = cycle.attempt(candidate, worth)
         if isinstance(attempted, tuple):
             skip(candidate, *attempted)
             continue
@@ -551,7 +552,7 @@ def plan(
         moves=tuple(moves),
         skipped=tuple(sorted(skipped.values(), key=lambda s: s.pod)),
         before=before,
-        after=cycle.cost.figures(snapshot, price),
+        after=cycle.cost.retally(tally, view.cost).figures(topology, price),
         candidates=len(candidates),
     )
 

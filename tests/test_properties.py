@@ -7,11 +7,13 @@ from collections import Counter
 from dataclasses import dataclass, replace
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from rebalancer.fit import Occupancy
-from rebalancer.planner import Plan
+from rebalancer.graph import Figures
+from rebalancer.planner import Plan, price_of
 from rebalancer.policy import Policy
 from rebalancer.snapshot import Snapshot
 from rebalancer.testing import builders as b
@@ -150,7 +152,7 @@ def _assert_spread_holds(plan: Plan, case: Case) -> None:
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(case=clusters())
 def test_every_plan_is_safe_and_never_raises_the_cost(case: Case) -> None:
-    plan, _view = plan_once(case.policy, case.snapshot, case.rates)
+    plan, view = plan_once(case.policy, case.snapshot, case.rates)
     _assert_within_limits(plan, case)
     _assert_pdbs_hold(plan, case)
     _assert_capacity_holds(plan, case)
@@ -159,6 +161,22 @@ def test_every_plan_is_safe_and_never_raises_the_cost(case: Case) -> None:
     saved = plan.before.weighted_cost - plan.after.weighted_cost
     assert abs(sum(m.gain for m in plan.moves) - saved) <= 1e-6 * max(1.0, saved)
     assert len({m.pod for m in plan.moves}) == len(plan.moves)
+    # The predicted figures are re-counted over the moved pods' pairs only: they must equal a
+    # full count of the moved model.
+    moved = view.cost.copy()
+    for move in plan.moves:
+        moved.move(move.pod, move.target)
+    recount = moved.figures(case.snapshot, price_of(case.policy, view.topology))
+    assert recount.weighted_cost == pytest.approx(plan.after.weighted_cost, abs=1e-6)
+    assert recount.crossing == pytest.approx(plan.after.crossing, abs=1e-6)
+    expected, predicted = _by_pair(recount), _by_pair(plan.after)
+    assert expected.keys() == predicted.keys()
+    for pair, figures in expected.items():
+        assert predicted[pair] == pytest.approx(figures, abs=1e-6)
+
+
+def _by_pair(figures: Figures) -> dict[tuple[str, str], tuple[float, float]]:
+    return {f.workloads: (f.rate, f.weighted_cost) for f in figures.by_workload_pair}
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
