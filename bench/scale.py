@@ -106,7 +106,7 @@ def measure_cycle(cluster_path: Path, answer_path: Path, granularity: str) -> di
         "peak_rss_mib": _peak_mib(),
         "series": len(samples) if isinstance(samples, list) else 0,
         "pod_pairs": len(traffic.rates),
-        "graph_edges": view.cost.graph.number_of_edges(),
+        "graph_edges": view.cost.edge_count(),
         "candidates": len(candidates),
         "moves": len(result.moves),
     }

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from rebalancer.fit import Occupancy
-from rebalancer.graph import CostModel, build_graph
+from rebalancer.graph import CostModel, build_peers
 from rebalancer.planner import Plan, PlannerState, plan
 from rebalancer.policy import Policy
 from rebalancer.snapshot import Snapshot
@@ -47,8 +47,8 @@ def build_view(policy: Policy, snapshot: Snapshot, traffic: PodTraffic) -> Clust
         for pod in snapshot.pods.values()
         if pod.node_name in topology.node_locations
     }
-    graph = build_graph(traffic.rates, locations, policy.thresholds.min_pair_rate)
-    cost = CostModel(graph, topology, {pod: locations[pod] for pod in graph.nodes})
+    peers = build_peers(traffic.rates, locations, policy.thresholds.min_pair_rate)
+    cost = CostModel(peers, topology, {pod: locations[pod] for pod in peers})
     return ClusterView(snapshot, topology, cost, Occupancy.from_snapshot(snapshot))
 
 

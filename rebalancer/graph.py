@@ -7,7 +7,8 @@ last digit on what a placement costs: a gain the planner counts is exactly the d
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+import functools
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 
 import networkx as nx
@@ -43,16 +44,19 @@ class Figures:
     by_workload_pair: tuple[WorkloadPairFigure, ...] = ()
 
 
-def build_graph(
-    rates: Mapping[tuple[str, str], float], placed_pods: Iterable[str], min_pair_rate: float
-) -> nx.Graph[str]:
-    """Keep only pairs above the threshold whose both pods are placed on a known node."""
-    placed = set(placed_pods)
-    graph: nx.Graph[str] = nx.Graph()
+def build_peers(
+    rates: Mapping[tuple[str, str], float], placed: Mapping[str, object], min_pair_rate: float
+) -> dict[str, dict[str, float]]:
+    """The communication graph as pod -> peer -> rate, both ways round, keeping only pairs above
+    the threshold whose both pods are placed on a known node. Plain dicts, not networkx: every
+    cost sum reads them, and building and walking a networkx graph of a million pairs took longer
+    than the sums themselves."""
+    peers: dict[str, dict[str, float]] = {}
     for (a, b), rate in rates.items():
         if rate >= min_pair_rate and rate > 0 and a in placed and b in placed:
-            graph.add_edge(a, b, weight=rate)
-    return graph
+            peers.setdefault(a, {})[b] = rate
+            peers.setdefault(b, {})[a] = rate
+    return peers
 
 
 @dataclass(frozen=True)
@@ -67,21 +71,24 @@ class Worth:
 class CostModel:
     """Pod locations and the cost they imply; the planner moves pods in it to predict the result."""
 
-    graph: nx.Graph[str]
+    peers: dict[str, dict[str, float]]
+    """Pod -> peer -> rate (see build_peers); shared, never changed, by the model's copies."""
     topology: Topology
     locations: dict[str, Location]
     moved: dict[str, Domain] = field(default_factory=dict)
-    peers: dict[str, dict[str, float]] = field(default_factory=dict)
-    """Pod -> peer -> rate: the graph's adjacency as plain dicts, read in every cost sum. Going
-    through networkx's adjacency views cost more than the sums themselves on large graphs."""
 
     def __post_init__(self) -> None:
-        if not self.peers and self.graph.number_of_nodes():
-            self.peers = {
-                pod: {peer: float(data["weight"]) for peer, data in neighbours.items()}
-                for pod, neighbours in self.graph.adjacency()
-            }
         self._split_weights = [level.weight for level in self.topology.levels] + [0.0]
+
+    @functools.cached_property
+    def graph(self) -> nx.Graph[str]:
+        """The same graph in networkx, built on first use, for its algorithms (Louvain)."""
+        graph: nx.Graph[str] = nx.Graph()
+        graph.add_weighted_edges_from(self.edges())
+        return graph
+
+    def edge_count(self) -> int:
+        return sum(len(rates) for rates in self.peers.values()) // 2
 
     def pod_cost(self, pod: str, location: Location | None = None) -> float:
         here = self.locations[pod] if location is None else location
@@ -132,9 +139,7 @@ class CostModel:
         self.moved[pod] = target
 
     def copy(self) -> CostModel:
-        return CostModel(
-            self.graph, self.topology, dict(self.locations), dict(self.moved), self.peers
-        )
+        return CostModel(self.peers, self.topology, dict(self.locations), dict(self.moved))
 
     def figures(self, snapshot: Snapshot, price: Price) -> Figures:
         return self.tally(snapshot).figures(self.topology, price)

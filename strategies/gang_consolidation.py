@@ -44,14 +44,13 @@ class GangConsolidation:
         self.args = args
 
     def groups(self, view: ClusterView) -> dict[str, list[str]]:
-        graph = view.cost.graph
         if self.args.group_by == "community":
             communities = nx.community.louvain_communities(
-                graph, weight="weight", resolution=self.args.resolution, seed=0
+                view.cost.graph, weight="weight", resolution=self.args.resolution, seed=0
             )
             return {f"community of {min(c)}": sorted(c) for c in communities}
         groups: dict[str, list[str]] = defaultdict(list)
-        for pod in sorted(graph.nodes):
+        for pod in sorted(view.cost.peers):
             namespace = view.snapshot.pods[pod].namespace
             if self.args.group_by == "namespace":
                 groups[f"namespace {namespace}"].append(pod)

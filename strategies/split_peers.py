@@ -58,7 +58,7 @@ class SplitPeers:
         levels = range(widest, finest + 1)
         return [
             candidate
-            for pod in sorted(view.cost.graph.nodes)
+            for pod in sorted(view.cost.peers)
             for candidate in self._candidates(view, pod, levels)
         ]
 

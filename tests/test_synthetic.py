@@ -50,4 +50,4 @@ def test_both_answers_parse_and_map_onto_the_snapshot(source: str, answer: str) 
     assert isinstance(traffic, PodTraffic) and not traffic.unmatched
     total = sum(synthetic.pod_rates.values())
     assert sum(traffic.rates.values()) == pytest.approx(total)
-    assert build_view(policy, snapshot, traffic).cost.graph.number_of_edges() > 0
+    assert build_view(policy, snapshot, traffic).cost.edge_count() > 0
