@@ -7,7 +7,7 @@ into a domain: its domain is unknown from that level down, it is reported, and i
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Annotated
 
@@ -96,10 +96,6 @@ class Topology:
         """The weight of the widest level at which a and b differ (unknown counts as different)."""
         split = first_split(a, b)
         return self.levels[split].weight if split < len(self.levels) else 0.0
-
-    def crossed_levels(self, a: Location, b: Location) -> Iterable[int]:
-        """Indexes of the levels at which a and b are in different (or unknown) domains."""
-        return range(first_split(a, b), len(self.levels))
 
     def location_within(self, domain: Domain) -> Location:
         """What is known of a pod once it is planned into `domain`: nothing below that level."""

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from rebalancer.topology import Domain, Topology, TopologyLevel
+from rebalancer.topology import Domain, Topology, TopologyLevel, first_split
 
 LEVELS = (
     TopologyLevel(name="zone", label="zone", weight=10),
@@ -35,8 +35,10 @@ def test_distance_is_the_weight_of_the_widest_differing_level() -> None:
     assert t.distance(loc["a1"], loc["a1"]) == 0
     assert t.distance(loc["a1"], loc["a2"]) == 1
     assert t.distance(loc["a1"], loc["b1"]) == 10
-    assert list(t.crossed_levels(loc["a1"], loc["a2"])) == [2]
-    assert list(t.crossed_levels(loc["a1"], loc["b1"])) == [0, 1, 2]
+    # The widest split: traffic crosses that level and every level below it.
+    assert first_split(loc["a1"], loc["a2"]) == 2
+    assert first_split(loc["a1"], loc["b1"]) == 0
+    assert first_split(loc["a1"], loc["a1"]) == 3
 
 
 def test_a_node_without_a_level_label_is_reported_and_never_in_a_domain() -> None:
