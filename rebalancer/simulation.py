@@ -136,9 +136,8 @@ class Scheduler:
         zone_of = {name: node.labels.get(ZONE_LABEL) for name, node in snapshot.nodes.items()}
         per_zone: Counter[str | None] = Counter()
         per_host: Counter[str] = Counter()
-        for other_key, node_name in occupancy.placement.items():
-            other = snapshot.pods.get(other_key)
-            if other is not None and other.key != pod.key and other.workload == pod.workload:
+        for other, node_name in occupancy.placed_in([pod.namespace]):
+            if other.key != pod.key and other.workload == pod.workload:
                 per_host[node_name] += 1
                 per_zone[zone_of[node_name]] += 1
         zone_weight = math.log(len({zone_of[n.name] for n in feasible}) + 2)
