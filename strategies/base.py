@@ -33,18 +33,6 @@ class StrategyArgs(BaseModel):
             return [f"level: unknown level {self.level!r} (levels: {', '.join(names)})"]
         return []
 
-    def finer_level_problems(
-        self, field: str, finer: str | None, names: Sequence[str]
-    ) -> list[str]:
-        """For args that name a second level at or below `level`."""
-        if finer is None:
-            return []
-        if finer not in names:
-            return [f"{field}: unknown level {finer!r} (levels: {', '.join(names)})"]
-        if names.index(finer) < names.index(self.level):
-            return [f"{field}: {finer!r} is wider than level {self.level!r}"]
-        return []
-
 
 @dataclass(frozen=True)
 class Candidate:

@@ -37,9 +37,14 @@ class SplitPeersArgs(StrategyArgs):
     `level`."""
 
     def level_problems(self, names: Sequence[str]) -> list[str]:
-        return super().level_problems(names) or self.finer_level_problems(
-            "down_to", self.down_to, names
-        )
+        problems = super().level_problems(names)
+        if problems or self.down_to is None:
+            return problems
+        if self.down_to not in names:
+            return [f"down_to: unknown level {self.down_to!r} (levels: {', '.join(names)})"]
+        if names.index(self.down_to) < names.index(self.level):
+            return [f"down_to: {self.down_to!r} is wider than level {self.level!r}"]
+        return []
 
 
 class SplitPeers:
