@@ -4,6 +4,7 @@ input gets: the file, then the field path, then what is wrong."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -14,6 +15,7 @@ from rebalancer.errors import InputError
 
 Model = TypeVar("Model", bound=BaseModel)
 _UNION_TAGS = frozenset({"hubble", "istio", "custom"})
+_PLAIN_KEY = re.compile(r"[\w./-]+")
 
 
 def read_text(path: Path, what: str) -> str:
@@ -36,10 +38,16 @@ def describe_validation_error(error: ValidationError) -> str:
     """All of pydantic's errors on one line, each led by the dotted path of its field."""
     parts = []
     for item in error.errors():
-        message = item["msg"].removeprefix("Value error, ")
-        location = ".".join(str(part) for part in item["loc"] if not _is_union_tag(part))
+        message = " ".join(item["msg"].removeprefix("Value error, ").split())
+        location = ".".join(_field_name(part) for part in item["loc"] if not _is_union_tag(part))
         parts.append(f"{location}: {message}" if location else message)
     return "; ".join(parts)
+
+
+def _field_name(part: int | str) -> str:
+    """A key as the user wrote it; quoted when it is no plain name (empty, spaces, newlines)."""
+    text = str(part)
+    return text if _PLAIN_KEY.fullmatch(text) else json.dumps(text)
 
 
 def _is_union_tag(part: int | str) -> bool:
@@ -54,6 +62,10 @@ def parse_yaml_model(model: type[Model], text: str, origin: str, what: str) -> M
         mark = getattr(error, "problem_mark", None)
         where = f" line {mark.line + 1}" if mark is not None else ""
         raise InputError(f"{origin}:{where} not valid YAML") from None
+    except ValueError as error:  # PyYAML's own constructors: a date such as 2021-13-45
+        raise InputError(f"{origin}: not valid YAML ({error})") from None
+    except RecursionError:
+        raise InputError(f"{origin}: not valid YAML (nested too deeply)") from None
     if document is None:
         document = {}
     if not isinstance(document, dict):

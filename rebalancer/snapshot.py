@@ -346,12 +346,12 @@ def _parse_pdb(reader: _Field) -> Pdb:
     )
 
 
-def _item_kind(item: Any, list_kind: str | None) -> str:
+def _item_kind(item: Any, list_kind: Any) -> str:
     kind = item.get("kind") if isinstance(item, Mapping) else None
     if isinstance(kind, str):
         return kind
     # The API omits `kind` on the items of a typed list such as PodList.
-    return (list_kind or "").removesuffix("List")
+    return list_kind.removesuffix("List") if isinstance(list_kind, str) else ""
 
 
 def parse_snapshot(document: Any, origin: str) -> Snapshot:
@@ -363,6 +363,16 @@ def parse_snapshot(document: Any, origin: str) -> Snapshot:
     )
 
 
+_MALFORMED = (AttributeError, TypeError, ValueError, KeyError)
+"""What reading an object of the wrong shape raises, deep inside fields that the API server always
+sends well-formed but a hand-edited file may not."""
+
+
+def _malformed(where: str, error: Exception) -> InputError:
+    detail = " ".join(str(error).split())[:200]
+    return InputError(f"{where}: malformed object ({type(error).__name__}: {detail})")
+
+
 def parse_items(items: list[tuple[Any, str]], origin: str) -> Snapshot:
     """Items with their kinds, in any order: owners are resolved after everything is read."""
     snapshot = Snapshot()
@@ -371,27 +381,33 @@ def parse_items(items: list[tuple[Any, str]], origin: str) -> Snapshot:
     for index, (item, kind) in enumerate(items):
         if not isinstance(item, Mapping):
             raise InputError(f"{origin}: items[{index}]: expected an object")
-        name = (item.get("metadata") or {}).get("name", "?")
-        reader = _Field(f"{origin}: items[{index}] ({kind} {name})", item)
-        if kind == "Node":
-            node = _parse_node(reader)
-            snapshot.nodes[node.name] = node
-        elif kind == "Pod":
-            pod_readers.append(reader)
-        elif kind == "PodDisruptionBudget":
-            snapshot.pdbs.append(_parse_pdb(reader))
-        elif kind == "ReplicaSet":
-            namespace = reader.get("metadata.namespace", str, "default")
-            replicaset_owners[(namespace, name)] = _controller_of(item.get("metadata") or {})
-        elif kind in {"Deployment", "StatefulSet"}:
-            ref = WorkloadRef(kind, reader.get("metadata.namespace", str, "default"), name)
-            snapshot.workloads[ref] = Workload(
-                ref,
-                reader.get("spec.replicas", int, 1),
-                dict(reader.get("metadata.annotations", dict, {})),
-            )
+        try:
+            name = (item.get("metadata") or {}).get("name", "?")
+            reader = _Field(f"{origin}: items[{index}] ({kind} {name})", item)
+            if kind == "Node":
+                node = _parse_node(reader)
+                snapshot.nodes[node.name] = node
+            elif kind == "Pod":
+                pod_readers.append(reader)
+            elif kind == "PodDisruptionBudget":
+                snapshot.pdbs.append(_parse_pdb(reader))
+            elif kind == "ReplicaSet":
+                namespace = reader.get("metadata.namespace", str, "default")
+                replicaset_owners[(namespace, name)] = _controller_of(item.get("metadata") or {})
+            elif kind in {"Deployment", "StatefulSet"}:
+                ref = WorkloadRef(kind, reader.get("metadata.namespace", str, "default"), name)
+                snapshot.workloads[ref] = Workload(
+                    ref,
+                    reader.get("spec.replicas", int, 1),
+                    dict(reader.get("metadata.annotations", dict, {})),
+                )
+        except _MALFORMED as error:
+            raise _malformed(f"{origin}: items[{index}] ({kind})", error) from None
     for reader in pod_readers:
-        pod = _parse_pod(reader, replicaset_owners)
+        try:
+            pod = _parse_pod(reader, replicaset_owners)
+        except _MALFORMED as error:
+            raise _malformed(reader.origin, error) from None
         snapshot.pods[pod.key] = pod
         if pod.workload is not None and pod.workload not in snapshot.workloads:
             snapshot.workloads[pod.workload] = Workload(pod.workload, None, {})

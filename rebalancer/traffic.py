@@ -129,12 +129,15 @@ def parse_vector(response: Any) -> list[Sample] | TrafficFailure:
     if response.get("status") != "success":
         error_type = response.get("errorType", "unknown")
         reason: FailureReason = "bad-query" if error_type == "bad_data" else "bad-response"
-        return TrafficFailure(reason, f"{error_type}: {response.get('error', 'no error text')}")
+        error_text = _one_line(response.get("error", "no error text"))
+        return TrafficFailure(reason, f"{_one_line(error_type)}: {error_text}")
     data = response.get("data")
     if not isinstance(data, Mapping) or not isinstance(data.get("result"), list):
         return TrafficFailure("bad-response", "data.result is missing")
-    if data.get("resultType") not in {"vector", "scalar"}:
-        return TrafficFailure("bad-response", f"expected a vector, got {data.get('resultType')}")
+    if data.get("resultType") not in ("vector", "scalar"):  # a tuple: the type may be unhashable
+        return TrafficFailure(
+            "bad-response", f"expected a vector, got {_one_line(data.get('resultType'))}"
+        )
     result = data["result"]
     if data["resultType"] == "scalar":
         result = [{"metric": {}, "value": result}]
@@ -154,6 +157,11 @@ def parse_vector(response: Any) -> list[Sample] | TrafficFailure:
             return TrafficFailure("invalid-value", f"data.result[{index}] has value {raw!r}")
         samples.append(Sample(labels, value))
     return samples
+
+
+def _one_line(value: object, limit: int = 200) -> str:
+    """Text from the answer, fit for a one-line reason: whitespace folded, length capped."""
+    return " ".join(str(value).split())[:limit]
 
 
 def _endpoints(sample: Sample, queries: Queries) -> tuple[Endpoint, Endpoint] | None:
@@ -277,21 +285,25 @@ class PrometheusReader:
     def __init__(self, url: str, timeout_seconds: float) -> None:
         self.url = url
         self.timeout_seconds = timeout_seconds
-        # One quick retry for a dropped connection; a longer wait belongs to the next cycle.
-        retry = Retry(total=1, backoff_factor=0.2, status_forcelist=(502, 503, 504))
+        # One quick retry for a dropped connection or a gateway error, none for a slow answer:
+        # asking again would only double the wait (and hide the timeout behind a generic
+        # ConnectionError). A longer wait belongs to the next cycle.
+        retry = Retry(total=1, read=False, backoff_factor=0.2, status_forcelist=(502, 503, 504))
         self._client = PrometheusConnect(url=url, retry=retry, timeout=timeout_seconds)
 
     def query(self, promql: str) -> list[Sample] | TrafficFailure:
         try:
             result = self._client.custom_query(promql)
+        except requests.JSONDecodeError:  # a RequestException too, so it must come first
+            return TrafficFailure("bad-response", f"{self.url}: the answer is not JSON")
+        except (KeyError, TypeError):
+            return TrafficFailure("bad-response", f"{self.url}: the answer has no data.result")
         except requests.Timeout:
             return TrafficFailure("timeout", f"{self.url}: no answer in {self.timeout_seconds:g}s")
         except requests.RequestException as error:
             return TrafficFailure("unreachable", f"{self.url}: {type(error).__name__}")
         except PrometheusApiClientException as error:
             return _classify_http_error(self.url, str(error))
-        except ValueError:
-            return TrafficFailure("bad-response", f"{self.url}: the answer is not JSON")
         return parse_vector({"status": "success", "data": _as_data(result)})
 
 

@@ -8,108 +8,40 @@ import datetime
 import json
 import signal
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import pytest
 import requests
 from kubernetes import client
-from prometheus_client import CollectorRegistry
 from prometheus_client.parser import text_string_to_metric_families
 
-from rebalancer.controller import Controller
 from rebalancer.executor import EventRecorder, EvictionExecutor
 from rebalancer.graph import SECONDS_PER_MONTH
-from rebalancer.kube import list_raw, read_snapshot
-from rebalancer.metrics import ControllerMetrics
 from rebalancer.planner import Move
-from rebalancer.policy import parse_policy
-from rebalancer.scenario import Scenario
 from rebalancer.sources import (
     POLICY_KEY,
     ConfigMapPolicy,
     ConfigMapState,
-    FixedPolicy,
 )
 from rebalancer.testing.cluster import LocalCluster
 from rebalancer.testing.exporter import ClusterTraffic
-from rebalancer.testing.live import live_scenario
 from rebalancer.testing.process import free_port, wait_until
-from rebalancer.testing.prometheus import PrometheusServer
 from rebalancer.topology import Domain
-from tests.conftest import LIVE_POLICY_YAML, split_pair_scenario
+from tests.conftest import LIVE_POLICY_YAML
+from tests.e2e.setups import Setup, split_pair_setup
 
 pytestmark = pytest.mark.e2e
 
 NAMESPACE = "ctl"
-ACTING = """
-scope: {namespaces: {include: [ctl]}}
-persistence: {cycles: 1}
-thresholds: {min_gain: 1, min_gain_ratio: 0}
-"""
-
-
-@dataclass
-class Setup:
-    cluster: LocalCluster
-    prometheus: PrometheusServer
-    scenario: Scenario
-
-    def controller(self, mode: str, prometheus_url: str | None = None) -> Controller:
-        api = self.cluster.api_client()
-        policy = parse_policy(LIVE_POLICY_YAML + ACTING + f"mode: {mode}\n", "test policy")
-        return Controller(
-            api=api,
-            snapshots=lambda: read_snapshot(api),
-            prometheus_url=prometheus_url or self.prometheus.url,
-            policies=FixedPolicy(policy),
-            state=ConfigMapState(api, NAMESPACE, "rebalancer-state"),
-            metrics=ControllerMetrics(CollectorRegistry()),
-            recorder=EventRecorder(api, lambda: datetime.datetime.now(datetime.UTC)),
-        )
-
-    def run_command(self, policy: Path, state: str, port: int, *extra: str) -> list[str]:
-        """`rebalancer run` against this setup, as a replica would be started."""
-        return [
-            sys.executable,
-            "-m",
-            "rebalancer.cli",
-            "run",
-            *extra,
-            "--kubeconfig",
-            str(self.cluster.kubeconfig),
-            "--prometheus",
-            self.prometheus.url,
-            "--policy",
-            str(policy),
-            "--state-configmap",
-            f"{NAMESPACE}/{state}",
-            "--metrics-port",
-            str(port),
-            "--metrics-address",
-            "127.0.0.1",
-        ]
-
-    def pod_names(self, app: str) -> set[str]:
-        return {p["metadata"]["name"] for p in self.cluster.ready_pods(NAMESPACE, app)}
-
-    def events(self, reason: str) -> list[dict[str, Any]]:
-        core = client.CoreV1Api(self.cluster.api_client())
-        found = list_raw("Event", lambda **kw: core.list_namespaced_event(NAMESPACE, **kw))
-        return [e for e in found if e.get("reason") == reason]
 
 
 @pytest.fixture(scope="module")
 def setup(cluster: LocalCluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Setup]:
-    scenario = split_pair_scenario(NAMESPACE)
-    workdir = tmp_path_factory.mktemp("prometheus-ctl")
-    with live_scenario(cluster, scenario, workdir) as (_truth, prometheus):
-        yield Setup(cluster, prometheus, scenario)
+    with split_pair_setup(cluster, NAMESPACE, tmp_path_factory.mktemp("prometheus-ctl")) as made:
+        yield made
 
 
 def test_dry_run_evicts_nothing_and_records_would_evict(setup: Setup) -> None:
@@ -240,7 +172,7 @@ def test_no_prometheus_means_no_evictions(setup: Setup) -> None:
 
 def test_run_once_from_the_command_line_logs_json(setup: Setup, tmp_path: Path) -> None:
     policy = tmp_path / "policy.yaml"
-    policy.write_text(LIVE_POLICY_YAML + ACTING + "mode: dry-run\n")
+    policy.write_text(LIVE_POLICY_YAML + setup.acting + "mode: dry-run\n")
     command = setup.run_command(policy, "cli-state", 0, "--once")
     done = subprocess.run(command, capture_output=True, text=True, timeout=120, check=False)
     assert done.returncode == 0, done.stderr
@@ -265,7 +197,7 @@ def _scrape(port: int) -> dict[str, float]:
 
 def test_only_the_leader_acts_and_a_standby_takes_over(setup: Setup, tmp_path: Path) -> None:
     policy = tmp_path / "policy.yaml"
-    policy.write_text(LIVE_POLICY_YAML + ACTING + "mode: dry-run\ninterval_seconds: 2\n")
+    policy.write_text(LIVE_POLICY_YAML + setup.acting + "mode: dry-run\ninterval_seconds: 2\n")
     ports = {"a": free_port(), "b": free_port()}
     replicas = {
         name: subprocess.Popen(
@@ -309,7 +241,7 @@ def test_metrics_show_the_true_figures(setup: Setup, tmp_path: Path) -> None:
     policy = tmp_path / "policy.yaml"
     policy.write_text(
         LIVE_POLICY_YAML.replace("max_age_seconds: 60", "max_age_seconds: 60, bytes_per_unit: 1000")
-        + ACTING
+        + setup.acting
         + "mode: dry-run\ninterval_seconds: 2\n"
     )
     port = free_port()
@@ -370,7 +302,7 @@ def test_a_policy_change_applies_at_the_next_cycle(setup: Setup) -> None:
     api = setup.cluster.api_client()
     core = client.CoreV1Api(api)
     recorder = EventRecorder(api, lambda: datetime.datetime.now(datetime.UTC))
-    policy = LIVE_POLICY_YAML + ACTING + "mode: dry-run\n"
+    policy = LIVE_POLICY_YAML + setup.acting + "mode: dry-run\n"
     body = client.V1ConfigMap(
         metadata=client.V1ObjectMeta(name="live-policy", namespace=NAMESPACE),
         data={POLICY_KEY: policy},

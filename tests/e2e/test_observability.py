@@ -29,6 +29,7 @@ from rebalancer.testing.process import free_port, wait_until
 from rebalancer.testing.prometheus import PrometheusServer, ScrapeJob
 from rebalancer.webhook import webhook_configuration
 from tests.conftest import LIVE_POLICY_YAML, split_pair_scenario
+from tests.e2e.setups import acting_policy
 
 pytestmark = pytest.mark.e2e
 
@@ -40,13 +41,8 @@ WEBHOOK = "topology-rebalancer-obs"
 # Flows have no byte counts; a size per flow lets the cost panels show an estimate.
 POLICY = (
     LIVE_POLICY_YAML.replace("max_age_seconds: 60", "max_age_seconds: 60, bytes_per_unit: 1000")
-    + f"""
-interval_seconds: 2
-scope: {{namespaces: {{include: [{NAMESPACE}]}}}}
-persistence: {{cycles: 1}}
-cooldown: {{per_workload_seconds: 0}}
-thresholds: {{min_gain: 1, min_gain_ratio: 0}}
-"""
+    + acting_policy(NAMESPACE)
+    + "interval_seconds: 2\ncooldown: {per_workload_seconds: 0}\n"
 )
 
 
