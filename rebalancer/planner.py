@@ -23,7 +23,7 @@ from rebalancer.graph import CostModel, Figures, Price, Worth
 from rebalancer.landing import Judged, Landing
 from rebalancer.policy import Limits, Policy
 from rebalancer.selectors import matches_label_selector
-from rebalancer.snapshot import SYSTEM_CRITICAL_CLASSES, Pod, Snapshot
+from rebalancer.snapshot import SYSTEM_CRITICAL_CLASSES, Pod, Snapshot, WorkloadRef
 from rebalancer.topology import Domain, Topology
 from strategies.base import Candidate, ClusterView
 
@@ -54,7 +54,15 @@ class Move:
 
 
 SkipCategory = Literal[
-    "protected", "cooldown", "persistence", "below-threshold", "limit", "pdb", "spread", "no-fit"
+    "protected",
+    "settling",
+    "cooldown",
+    "persistence",
+    "below-threshold",
+    "limit",
+    "pdb",
+    "spread",
+    "no-fit",
 ]
 """A bounded name for why a candidate was skipped, for metric labels; the reason has details."""
 
@@ -220,6 +228,28 @@ def protection_reason(pod: Pod, snapshot: Snapshot, policy: Policy) -> str | Non
     return None
 
 
+def unsettled_workloads(snapshot: Snapshot) -> dict[WorkloadRef, str]:
+    """Workloads not at full strength: a pod not yet Running and Ready (a replacement the
+    scheduler has not placed, say), or fewer Ready pods than desired. Evicting more of such a
+    workload would take away capacity that has not come back, whatever its PDB allows (a PDB may
+    be missing, or lag), so each waits until it has settled."""
+    ready: Counter[WorkloadRef] = Counter()
+    waiting: Counter[WorkloadRef] = Counter()
+    for pod in snapshot.pods.values():
+        if pod.workload is not None:
+            settled = bool(pod.node_name) and pod.phase == "Running" and pod.ready
+            (ready if settled else waiting)[pod.workload] += 1
+    unsettled = {
+        workload: f"{count} of its pods not yet Running and Ready"
+        for workload, count in waiting.items()
+    }
+    for ref, workload in snapshot.workloads.items():
+        desired = workload.replicas
+        if ref not in unsettled and desired is not None and ready[ref] < desired:
+            unsettled[ref] = f"{ready[ref]} of {desired} desired replicas Ready"
+    return unsettled
+
+
 @dataclass
 class _Budget:
     """Counts planned evictions at every scope a limit applies to."""
@@ -268,6 +298,7 @@ class _Cycle:
     cost: CostModel
     occupancy: Occupancy
     budget: _Budget
+    unsettled: dict[WorkloadRef, str]
     pdb_spent: Counter[str] = field(default_factory=Counter)
     moved_now: list[RecentMove] = field(default_factory=list)
     """This cycle's moves, which later moves in it may not undo either."""
@@ -285,6 +316,9 @@ class _Cycle:
         if protected is not None:
             return "protected", protected
         if pod.workload is not None:
+            settling = self.unsettled.get(pod.workload)
+            if settling is not None:
+                return "settling", f"workload still settling: {settling}"
             held = self.cooldown_refusal(str(pod.workload), pod.key, target)
             if held is not None:
                 return "cooldown", held
@@ -521,6 +555,7 @@ def plan(
         cost=view.cost.copy(),
         occupancy=view.occupancy.copy(),
         budget=_Budget(policy.limits),
+        unsettled=unsettled_workloads(snapshot),
     )
     moves: list[Move] = []
     skipped: dict[str, Skip] = {}

@@ -252,6 +252,42 @@ def test_protected_pods_stay(mutate: b.Mutator, reason: str) -> None:
     assert {s.reason for s in plan.skipped} == {reason}
 
 
+def _one_more_desired(obj: b.Obj) -> None:
+    obj["spec"]["replicas"] += 1
+
+
+@pytest.mark.parametrize(
+    ("client_nodes", "mutate", "reason"),
+    [
+        (
+            ["node-a11", "node-a12", "node-a21", None],
+            None,
+            "workload still settling: 1 of its pods not yet Running and Ready",
+        ),
+        (
+            ["node-a11", "node-a12", "node-a21"],
+            _one_more_desired,
+            "workload still settling: 3 of 4 desired replicas Ready",
+        ),
+    ],
+    ids=["replacement-pending", "replacement-not-created"],
+)
+def test_a_workload_short_of_ready_replicas_is_not_moved_further(
+    client_nodes: list[str | None], mutate: b.Mutator, reason: str
+) -> None:
+    """The scheduler may be down: a replacement that is not back yet means no more evictions of
+    that workload, even where no PDB would stop them."""
+    client = b.deployment_pods("client", client_nodes)
+    if mutate is not None:
+        mutate(client[0])
+    objects = [*grid_nodes(), *client, *b.deployment_pods("server", ["node-b11"] * 3)]
+    plan, _view = plan_once(make_policy(), snapshot_of(objects), chatty_rates(objects))
+    assert not [m for m in plan.moves if "client" in m.pod]
+    client_skips = {s.reason for s in plan.skipped if "client" in s.pod}
+    assert client_skips == {reason}
+    assert {s.category for s in plan.skipped if "client" in s.pod} == {"settling"}
+
+
 def test_bare_and_single_replica_pods_stay_by_default() -> None:
     objects = [*grid_nodes(), b.pod("bare", "node-a11"), *b.deployment_pods("solo", ["node-b11"])]
     snapshot = snapshot_of(objects)

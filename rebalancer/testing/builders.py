@@ -123,7 +123,7 @@ def pod(
 
 def deployment_pods(
     name: str,
-    nodes: Iterable[str],
+    nodes: Iterable[str | None],
     *,
     namespace: str = "default",
     cpu: str = "500m",
