@@ -27,8 +27,8 @@ build() {
     say "building $name from $package (first time only; this takes minutes)"
     local started=$SECONDS
     (cd "$here/$module" && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w $ldflags" \
-        -o "$bin/$name.partial" "$package")
-    mv "$bin/$name.partial" "$bin/$name"
+        -o "$bin/$name.partial.$$" "$package")
+    mv "$bin/$name.partial.$$" "$bin/$name"  # per process: two builds at once must not collide
     say "built $name in $((SECONDS - started))s"
 }
 
