@@ -121,7 +121,9 @@ def panels() -> list[timeseries.Panel | stat.Panel]:
         ),
         _timeseries(
             "Evictions by result and strategy",
-            "refused-by-pdb is normal: the PDB said no and the move waits for a later cycle.",
+            "refused-by-pdb is normal: the PDB said no and the move waits for a later cycle. "
+            "cancelled: the pod or its target node changed after planning; the next cycle plans "
+            "again.",
             "short",
             _query(
                 f"sum by (result, strategy) (increase(topology_rebalancer_evictions_total{{{NS}}}"

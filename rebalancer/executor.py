@@ -25,7 +25,8 @@ from rebalancer.landing import expected_landing
 from rebalancer.planner import Move
 from rebalancer.policy import Migrate
 
-EvictionResult = Literal["evicted", "would-evict", "refused-by-pdb", "failed"]
+EvictionResult = Literal["evicted", "would-evict", "refused-by-pdb", "cancelled", "failed"]
+"""`cancelled`: the cluster changed between planning and evicting, so the move was not sent."""
 COMPONENT = "topology-rebalancer"
 _log = logging.getLogger(__name__)
 
@@ -134,6 +135,12 @@ class EvictionExecutor:
 
     def _evict(self, move: Move) -> Outcome:
         namespace, name = move.pod.split("/", 1)
+        outdated = self._outdated(move)
+        if outdated is not None:
+            self.recorder.record(
+                "Pod", namespace, name, reason="EvictionCancelled", message=f"{outdated}; not sent"
+            )
+            return Outcome(move, "cancelled", outdated)
         body = client.V1Eviction(
             metadata=client.V1ObjectMeta(name=name, namespace=namespace),
             delete_options=client.V1DeleteOptions(dry_run=["All"] if self.dry_run else None),
@@ -180,6 +187,32 @@ class EvictionExecutor:
             return Outcome(move, "would-evict")
         self.recorder.record("Pod", namespace, name, reason="Evicted", message=why)
         return Outcome(move, "evicted", hint=hint)
+
+    def _outdated(self, move: Move) -> str | None:
+        """Why the move no longer holds, read again just before it is sent: the plan was made on
+        a snapshot, and nodes may have been drained, deleted or relabelled since (a long cycle,
+        a slow eviction before this one). The node the fit check found room on must still be
+        in the target, Ready and schedulable; when it is not, the next cycle plans again."""
+        namespace, name = move.pod.split("/", 1)
+        try:
+            pod = self.core.read_namespaced_pod(name, namespace)
+            node = self.core.read_node(move.node)
+        except ApiException as error:
+            if error.status == 404:
+                return "the pod or its planned node is gone"
+            return f"cannot check the plan again: HTTP {error.status}"
+        except (HTTPError, OSError) as error:
+            return f"cannot check the plan again: {type(error).__name__}"
+        if pod.metadata is not None and pod.metadata.deletion_timestamp is not None:
+            return "the pod is already terminating"
+        labels = (node.metadata.labels if node.metadata else None) or {}
+        if not move.target_labels.items() <= labels.items():
+            return f"node {move.node} is no longer in {_domain(move)}"
+        conditions = (node.status.conditions if node.status else None) or []
+        ready = any(c.type == "Ready" and c.status == "True" for c in conditions)
+        if not ready or (node.spec is not None and node.spec.unschedulable):
+            return f"node {move.node} is not Ready and schedulable any more"
+        return None
 
     def _withdraw(self, hint: Hint | None) -> None:
         """No eviction, no replacement: the hint must not steer some later pod instead."""
