@@ -130,6 +130,7 @@ class Controller:
         steering = None
         if policy.mode == "migrate" and self.hints is not None:
             steering = Steering(self.hints, policy.migrate, self.clock)
+            self._withdraw_orphaned_hints(self.hints, state, now)
         dry_run = policy.mode == "dry-run"
         if not dry_run and outcome.plan.moves:
             # Cooldowns first: if the process dies mid-cycle, a restart must still see every
@@ -187,6 +188,22 @@ class Controller:
             if item.result == "not-scheduled" and item.landing.hint.required and item.pod:
                 self._release(item.pod)
         return state.with_landings(judged, pending)
+
+    @staticmethod
+    def _withdraw_orphaned_hints(hints: HintStore, state: PlannerState, now: float) -> None:
+        """A hint is recorded before its eviction and its landing after it, so a controller
+        killed in between leaves a hint that no eviction made a replacement for. Left alone it
+        would steer whichever pod that controller creates next (a scale-up, say), so the first
+        migrate cycle after takes it back."""
+        awaited = [landing.hint for landing in state.landings]
+        withdrawn = hints.withdraw_unless(lambda hint: hint in awaited, now)
+        for hint in withdrawn:
+            _log.warning(
+                "withdrew a hint for %s/%s %s: its eviction was never recorded",
+                hint.namespace,
+                hint.owner_kind,
+                hint.owner_name,
+            )
 
     def _release(self, pod_key: str) -> None:
         """Evict a replacement left Pending by a required hint; its controller makes a new one,

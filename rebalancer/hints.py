@@ -126,6 +126,16 @@ class HintStore:
 
         return self._update(consume)
 
+    def withdraw_unless(self, awaited: Callable[[Hint], bool], now: float) -> list[Hint]:
+        """Remove the live hints that nothing awaits (and the expired ones); return those
+        withdrawn."""
+
+        def keep(hints: list[Hint]) -> tuple[list[Hint], list[Hint]]:
+            live = [h for h in hints if h.expires > now]
+            return [h for h in live if awaited(h)], [h for h in live if not awaited(h)]
+
+        return self._update(keep)
+
     def pending(self, now: float) -> list[Hint]:
         with self._lock:
             return [h for h in self._read()[0] if h.expires > now]

@@ -288,6 +288,22 @@ def test_a_workload_short_of_ready_replicas_is_not_moved_further(
     assert {s.category for s in plan.skipped if "client" in s.pod} == {"settling"}
 
 
+def test_a_pod_on_a_node_without_topology_labels_stays_where_it_is() -> None:
+    """Where such a pod runs is unknown, so no gain from moving it can be known either; a node
+    with only a zone label still allows zone-level moves, whose gain is known."""
+    for node, moved in (("bare-1", False), ("zone-only-1", True)):
+        objects = [
+            *grid_nodes(),
+            b.node("bare-1"),
+            b.node("zone-only-1", zone="a"),
+            *b.deployment_pods("client", [node, node]),
+            *b.deployment_pods("server", ["node-b11", "node-b12"]),
+        ]
+        plan, _view = plan_once(make_policy(), snapshot_of(objects), chatty_rates(objects))
+        assert all(m.node not in {"bare-1", "zone-only-1"} for m in plan.moves)
+        assert any("client" in m.pod for m in plan.moves) == moved
+
+
 def test_bare_and_single_replica_pods_stay_by_default() -> None:
     objects = [*grid_nodes(), b.pod("bare", "node-a11"), *b.deployment_pods("solo", ["node-b11"])]
     snapshot = snapshot_of(objects)

@@ -87,6 +87,8 @@ class LocalCluster:
     etcd_url: str = ""
     api_port: int = 0
     _api: client.ApiClient | None = None
+    _ready_checks: dict[str, Callable[[], bool]] = field(default_factory=dict)
+    """How each component was judged ready at start, to judge it again after a restart."""
 
     @property
     def kubeconfig(self) -> Path:
@@ -122,6 +124,7 @@ class LocalCluster:
         return component
 
     def _wait(self, name: str, check: Callable[[], bool], timeout: float = 60) -> None:
+        self._ready_checks[name] = check
         component = self.components[name]
 
         def ready() -> bool:
@@ -282,6 +285,21 @@ class LocalCluster:
             "kube-controller-manager",
             lambda: bool(core.read_namespaced_service_account("default", "default")),
         )
+
+    def stop_component(self, name: str) -> None:
+        """Stop one component, as a crash or an outage would; `start_component` brings it back."""
+        self.components[name].stop()
+
+    def start_component(self, name: str, timeout: float = 90) -> None:
+        """Start a stopped component again, with the same flags and ports, and wait until it
+        passes the readiness check it passed at first start; nothing to do while it runs."""
+        stopped = self.components[name]
+        if stopped.alive():
+            return
+        self.spawn(name, [str(arg) for arg in stopped.process.args])  # type: ignore[union-attr]
+        check = self._ready_checks.get(name)
+        if check is not None:
+            self._wait(name, check, timeout)
 
     def api_client(self) -> client.ApiClient:
         """One admin client per cluster, so polling loops reuse its connection pool."""

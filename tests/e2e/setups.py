@@ -97,7 +97,10 @@ class Setup:
 
 
 @contextmanager
-def split_pair_setup(cluster: LocalCluster, namespace: str, workdir: Path) -> Iterator[Setup]:
-    scenario = split_pair_scenario(namespace)
+def split_pair_setup(
+    cluster: LocalCluster, namespace: str, workdir: Path, scenario: Scenario | None = None
+) -> Iterator[Setup]:
+    """The split pair of `split_pair_scenario`, or `scenario`: a client and a server, live."""
+    scenario = scenario or split_pair_scenario(namespace)
     with live_scenario(cluster, scenario, workdir) as (_truth, prometheus):
         yield Setup(cluster, prometheus, scenario, namespace)
