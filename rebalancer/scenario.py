@@ -118,6 +118,10 @@ class Scenario(_Strict):
     nodes: NodeGrid | tuple[NodeSpec, ...] = NodeGrid()
     workloads: tuple[WorkloadSpec, ...]
     traffic: tuple[TrafficSpec, ...] = ()
+    traffic_phases: tuple[tuple[TrafficSpec, ...], ...] = ()
+    """Traffic that changes over time: phase k is in force in cycle (or time slot) n when
+    n mod the number of phases is k, in place of `traffic`. Two phases that pull the same
+    workload opposite ways make a loop test."""
 
     @model_validator(mode="after")
     def _references_resolve(self) -> Scenario:
@@ -125,15 +129,25 @@ class Scenario(_Strict):
         duplicated = sorted({k for k in keys if keys.count(k) > 1})
         if duplicated:
             raise ValueError(f"workloads: names must be unique, repeated: {duplicated}")
-        for index, flow in enumerate(self.traffic):
+        flows = [(f"traffic.{index}", flow) for index, flow in enumerate(self.traffic)]
+        for phase, phase_flows in enumerate(self.traffic_phases):
+            flows += [(f"traffic_phases.{phase}.{i}", f) for i, f in enumerate(phase_flows)]
+        for where, flow in flows:
             for end in ("source", "destination"):
                 if _qualified(getattr(flow, end)) not in keys:
-                    raise ValueError(f"traffic.{index}.{end}: no workload {getattr(flow, end)!r}")
+                    raise ValueError(f"{where}.{end}: no workload {getattr(flow, end)!r}")
         if isinstance(self.nodes, tuple):
             names = [n.name for n in self.nodes]
             if len(set(names)) != len(names):
                 raise ValueError("nodes: names must be unique")
         return self
+
+    def in_phase(self, number: int) -> Scenario:
+        """The scenario with the traffic of slot `number` in force (itself without phases)."""
+        if not self.traffic_phases:
+            return self
+        phase = self.traffic_phases[number % len(self.traffic_phases)]
+        return self.model_copy(update={"traffic": phase})
 
     def node_specs(self) -> list[NodeSpec]:
         if isinstance(self.nodes, tuple):

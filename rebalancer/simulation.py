@@ -345,6 +345,8 @@ class SimulationResult:
     optimum: Optimum | None = None
     """The best placement from the start (asked for and computable), or None."""
     optimum_asked: bool = False
+    moves: tuple[tuple[Move, float], ...] = ()
+    """Every eviction with its time, for loop checks; the figures above are per cycle."""
 
     def summary(self) -> dict[str, Any]:
         first, last = self.cycles[0], self.cycles[-1]
@@ -448,7 +450,7 @@ def simulate(
 ) -> SimulationResult:
     """Run the planner `cycles` times; the clock advances one policy interval per cycle. With
     `optimum`, also solve for the best placement from the start, to hold the result against."""
-    cluster = SimulatedCluster(scenario, Scheduler(seed))
+    cluster = SimulatedCluster(scenario.in_phase(0), Scheduler(seed))
     best = None
     if optimum:
         topology = topology_of(policy, cluster.snapshot)
@@ -462,8 +464,10 @@ def simulate(
     acting = policy.model_copy(update={"mode": mode})
     state = PlannerState()
     rows = [_row(0, cluster, policy, (0, 0, 0))]
+    history: list[tuple[Move, float]] = []
     for number in range(1, cycles + 1):
         now = number * policy.interval_seconds
+        cluster.scenario = scenario.in_phase(number)
         cluster.refresh_budgets()
         outcome = plan_cycle(acting, cluster.snapshot, cluster.traffic(), state, now=now)
         assert outcome.plan is not None  # simulated traffic never fails
@@ -505,12 +509,13 @@ def simulate(
                 judged.append(Judged(landing, result, new.key))
             evicted.append(move)
             moved.append(workload.key)
+        history += [(move, now) for move in evicted]
         state = outcome.state.record_moves(evicted, now, policy.cooldown.per_workload_seconds)
         state = state.with_landings(judged, [])
         counts = (len(evicted), landed, refused)
         rows.append(_row(number, cluster, policy, counts, tuple(dict.fromkeys(moved))))
     return SimulationResult(
-        scenario.name, mode, seed, tuple(rows), policy.price.currency, best, optimum
+        scenario.name, mode, seed, tuple(rows), policy.price.currency, best, optimum, tuple(history)
     )
 
 

@@ -64,6 +64,11 @@ def test_workloads_become_api_objects_with_pdb_and_spread() -> None:
             "s: traffic.0.destination: no workload 'c'",
         ),
         (
+            BASE + "traffic_phases: [[{source: a, destination: b, rate: 1}], [{source: z, "
+            "destination: b, rate: 1}]]",
+            "s: traffic_phases.1.0.source: no workload 'z'",
+        ),
+        (
             BASE + "traffic: [{source: a, destination: b, rate: 0}]",
             "s: traffic.0.rate: Input should be greater than 0",
         ),
@@ -87,6 +92,7 @@ def test_workloads_become_api_objects_with_pdb_and_spread() -> None:
     ],
     ids=[
         "unknown-workload",
+        "unknown-workload-in-a-phase",
         "zero-rate",
         "bad-routing",
         "duplicate",

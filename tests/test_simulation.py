@@ -15,16 +15,18 @@ from rebalancer import optimum
 from rebalancer.cli import main
 from rebalancer.engine import topology_of
 from rebalancer.optimum import Optimum, solve
-from rebalancer.policy import Cooldown, Policy, load_policy, parse_policy
+from rebalancer.policy import Cooldown, Persistence, Policy, load_policy, parse_policy
 from rebalancer.scenario import load_scenario, parse_scenario
 from rebalancer.simulation import (
     DEFAULT_POLICY,
     Scheduler,
     SimulatedCluster,
+    SimulatedMode,
     naive_baseline,
     simulate,
     violations,
 )
+from rebalancer.testing.invariants import undoing_moves
 
 ROOT = Path(__file__).resolve().parents[1]
 SCENARIOS = ROOT / "examples" / "scenarios"
@@ -291,3 +293,28 @@ def test_nothing_moves_where_nothing_should(name: str) -> None:
             load_scenario(SCENARIOS / f"{name}.yaml"), policy, cycles=10, mode=mode, seed=0
         )
         assert result.summary()["moves"] == 0
+
+
+@pytest.mark.parametrize("mode", ["evict", "migrate"])
+def test_traffic_that_flips_every_cycle_causes_no_loop(mode: SimulatedMode) -> None:
+    """Two traffic shapes that pull the same workloads opposite ways, alternating every cycle
+    for 30 cycles. The built-in policy never acts on them: no move persists. With persistence
+    cut to one cycle (the worst case), the cooldown still keeps any move from being undone, and
+    no workload moves more pods in one cooldown than it has replicas."""
+    scenario = load_scenario(ROOT / "examples" / "faults" / "shifting-traffic.yaml")
+    builtin = parse_policy(DEFAULT_POLICY, "built-in policy")
+    assert simulate(scenario, builtin, cycles=30, mode=mode, seed=0).moves == ()
+
+    eager = builtin.model_copy(update={"persistence": Persistence(cycles=1)})
+    result = simulate(scenario, eager, cycles=30, mode=mode, seed=0)
+    cooldown = eager.cooldown.per_workload_seconds
+    assert result.moves  # else the checks below would prove nothing
+    moves = [(move.remembered(at), move.origin) for move, at in result.moves]
+    assert undoing_moves(moves, cooldown) == []
+    replicas = {f"Deployment/{w.key}": w.replicas for w in scenario.workloads}
+    for move, at in result.moves:
+        assert move.workload is not None
+        window = [
+            m for m, t in result.moves if m.workload == move.workload and at <= t < at + cooldown
+        ]
+        assert len(window) <= replicas[move.workload], (move.workload, at)

@@ -9,6 +9,7 @@ extra eviction is followed within moments by a kwok replacement that is Ready ag
 from __future__ import annotations
 
 import threading
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -16,8 +17,28 @@ import urllib3
 from kubernetes import client
 
 from rebalancer.kube import list_raw
+from rebalancer.planner import RecentMove
 from rebalancer.scenario import LEVEL_LABELS, Scenario, domain_counts
 from rebalancer.testing.cluster import is_ready
+
+
+def undoing_moves(
+    moves: Sequence[tuple[RecentMove, Mapping[str, str]]], cooldown_seconds: float
+) -> list[str]:
+    """Moves (each with the full location its pod left) that undo an earlier move of the same
+    workload within the cooldown: the bounce that must never happen, whatever the traffic does."""
+    ordered = sorted(moves, key=lambda pair: pair[0].at)
+    found = []
+    for index, (later, origin) in enumerate(ordered):
+        for earlier, _origin in ordered[:index]:
+            recent = later.at - earlier.at < cooldown_seconds
+            same = earlier.workload == later.workload
+            if recent and same and earlier.undone_by(dict(origin), later.entered):
+                found.append(
+                    f"{later.workload}: {later.left} -> {later.entered} at {later.at:g} "
+                    f"undoes {earlier.left} -> {earlier.entered} at {earlier.at:g}"
+                )
+    return found
 
 
 def ready_by_workload(scenario: Scenario, pods: list[dict[str, Any]]) -> dict[str, list[Any]]:
