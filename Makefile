@@ -4,7 +4,7 @@ PYTHON ?= python3
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: test lint demo plan-example bench bench-modes bench-quality bench-scale prometheus binaries cluster-up cluster-down clean
+.PHONY: test lint demo plan-example bench bench-modes bench-quality bench-scale soak prometheus binaries cluster-up cluster-down clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -56,6 +56,12 @@ bench-scale: $(STAMP)
 # Evict against migrate on the live control plane; writes bench/results/modes.{md,json}.
 bench-modes: $(STAMP) prometheus binaries
 	$(BIN)/python bench/modes.py
+
+# The controller in migrate mode for SOAK_SECONDS under shifting traffic and random faults, on the
+# local control plane: prints the invariants it checked and writes bench/results/soak.{md,json}.
+SOAK_SECONDS ?= 600
+soak: $(STAMP) prometheus binaries
+	$(BIN)/python -m rebalancer.testing.soak --seconds $(SOAK_SECONDS) --output bench/results/soak
 
 # The rebalancer live on the local control plane: one dry-run cycle, then migrate.
 demo: $(STAMP) prometheus binaries

@@ -316,7 +316,7 @@ def _as_data(result: Any) -> dict[str, Any]:
 def _classify_http_error(url: str, message: str) -> TrafficFailure:
     status = re.search(r"HTTP Status Code (\d+)", message)
     code = int(status.group(1)) if status else 0
-    error_text = re.search(r'"error":"((?:[^"\\]|\\.)*)"', message)
+    error_text = re.search(r'"error"\s*:\s*"((?:[^"\\]|\\.)*)"', message)
     detail = error_text.group(1) if error_text else message[:200]
     if code in {400, 422}:
         return TrafficFailure("bad-query", f"{url} refused the query (HTTP {code}): {detail}")

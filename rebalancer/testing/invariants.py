@@ -16,6 +16,7 @@ from typing import Any
 import urllib3
 from kubernetes import client
 
+from rebalancer.errors import SourceUnavailableError
 from rebalancer.kube import list_raw
 from rebalancer.planner import RecentMove
 from rebalancer.scenario import LEVEL_LABELS, Scenario, domain_counts
@@ -118,7 +119,11 @@ class InvariantWatch:
         while not self._stop.wait(self.poll_seconds):
             try:
                 self.check_budgets()
-            except (client.ApiException, urllib3.exceptions.HTTPError) as error:
+            except (
+                client.ApiException,
+                urllib3.exceptions.HTTPError,
+                SourceUnavailableError,
+            ) as error:
                 self.failed_polls.append(f"{type(error).__name__}: {error}".splitlines()[0])
             else:
                 self.polls += 1
