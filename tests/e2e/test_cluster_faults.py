@@ -5,6 +5,7 @@ hint and evicting. None of them may cause a wrong eviction or lose a pod."""
 
 from __future__ import annotations
 
+import json
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -95,31 +96,40 @@ def test_an_api_server_restart_mid_cycle_evicts_nothing_and_the_cache_recovers(
     [
         ({"metadata": {"labels": {ZONE_LABEL: "zone-gone"}}}, "is no longer in zone="),
         ({"spec": {"unschedulable": True}}, "is not Ready and schedulable any more"),
+        (None, "the pod or its planned node is gone"),
     ],
-    ids=["relabelled", "cordoned"],
+    ids=["relabelled", "cordoned", "deleted"],
 )
 def test_a_target_node_changed_while_the_plan_is_in_flight_cancels_the_move(
-    setup: Setup, monkeypatch: pytest.MonkeyPatch, change: dict[str, Any], why: str
+    setup: Setup, monkeypatch: pytest.MonkeyPatch, change: dict[str, Any] | None, why: str
 ) -> None:
+    """`change` is a patch to each planned node, or None to delete it (and make it again)."""
     core = client.CoreV1Api(setup.cluster.api_client())
     originals: dict[str, dict[str, Any]] = {}
 
     def change_targets(moves: tuple[Move, ...]) -> None:
         for name in sorted({move.node for move in moves}):
-            zone = (core.read_node(name).metadata.labels or {})[ZONE_LABEL]  # type: ignore[union-attr]
+            raw: Any = core.read_node(name, _preload_content=False)
+            node = json.loads(raw.data)
             originals[name] = {
-                "metadata": {"labels": {ZONE_LABEL: zone}},
+                "metadata": {"name": name, "labels": node["metadata"]["labels"]},
                 "spec": {"unschedulable": None},
+                "status": {"allocatable": node["status"]["allocatable"]},
             }
-            core.patch_node(name, change)
+            if change is None:
+                core.delete_node(name)
+            else:
+                core.patch_node(name, change)
 
     before = setup.pair_pods()
     before_executing(monkeypatch, change_targets)
     try:
         report = setup.controller("evict").run_cycle()
     finally:
+        if change is None:
+            setup.cluster.add_nodes(list(originals.values()))
         for name, original in originals.items():
-            core.patch_node(name, original)
+            core.patch_node(name, {key: original[key] for key in ("metadata", "spec")})
     assert report.result == "ok", report.detail
     assert report.outcomes and {o.result for o in report.outcomes} == {"cancelled"}
     assert all(why in outcome.detail for outcome in report.outcomes)
