@@ -149,7 +149,7 @@ def parse_vector(response: Any) -> list[Sample] | TrafficFailure:
             value = float(raw)
         except (KeyError, TypeError, ValueError):
             return TrafficFailure("bad-response", f"data.result[{index}] is not a sample")
-        if type(labels) is not dict or not all(type(v) is str for v in labels.values()):
+        if type(labels) is not dict or not _all_text(labels):
             return TrafficFailure(
                 "bad-response", f"data.result[{index}].metric: labels must be text"
             )
@@ -157,6 +157,16 @@ def parse_vector(response: Any) -> list[Sample] | TrafficFailure:
             return TrafficFailure("invalid-value", f"data.result[{index}] has value {raw!r}")
         samples.append(Sample(labels, value))
     return samples
+
+
+def _all_text(labels: dict[Any, Any]) -> bool:
+    """Whether every label value is a string. str.join checks it in C: a generator over the
+    values took half the time of parsing a million-series answer."""
+    try:
+        "".join(labels.values())
+    except TypeError:
+        return False
+    return True
 
 
 def _one_line(value: object, limit: int = 200) -> str:

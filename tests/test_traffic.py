@@ -166,6 +166,7 @@ def test_series_of_pods_not_in_the_snapshot_are_counted_and_dropped() -> None:
             "bad-response",
         ),
         ([1, 2], FRESH, "bad-response"),
+        (vector(({**split_labels(WEB[0], API), "verdict": 1}, "1")), FRESH, "bad-response"),  # type: ignore[dict-item]
     ],
     ids=[
         "empty-vector",
@@ -180,6 +181,7 @@ def test_series_of_pods_not_in_the_snapshot_are_counted_and_dropped() -> None:
         "matrix",
         "no-value",
         "not-an-object",
+        "label-not-text",
     ],
 )
 def test_bad_answers_are_failures_not_exceptions(
