@@ -20,6 +20,7 @@ import signal
 import subprocess
 import sys
 import time
+import warnings
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -443,8 +444,12 @@ def _encoded(path: Path) -> str:
 
 
 def _healthy(port: int) -> bool:
-    """A component's own /healthz, served with its self-signed certificate."""
-    return requests.get(f"https://127.0.0.1:{port}/healthz", timeout=2, verify=False).text == "ok"
+    """A component's own /healthz, served with its self-signed certificate (the warning about
+    that is silenced here, not globally: pytest resets the filters local_cluster sets)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", urllib3.exceptions.InsecureRequestWarning)
+        answer = requests.get(f"https://127.0.0.1:{port}/healthz", timeout=2, verify=False)
+    return answer.text == "ok"
 
 
 def is_ready(pod: dict[str, Any]) -> bool:
