@@ -29,6 +29,7 @@ from strategies.base import Candidate, ClusterView
 
 _GAIN_TOLERANCE = 1e-9
 _MAX_BACKOFF_DOUBLINGS = 5
+_FINISHED_PHASES = frozenset({"Succeeded", "Failed"})
 
 
 @dataclass(frozen=True)
@@ -236,7 +237,8 @@ def unsettled_workloads(snapshot: Snapshot) -> dict[WorkloadRef, str]:
     ready: Counter[WorkloadRef] = Counter()
     waiting: Counter[WorkloadRef] = Counter()
     for pod in snapshot.pods.values():
-        if pod.workload is not None:
+        # A Job's Succeeded or Failed pods are done, not capacity on its way back.
+        if pod.workload is not None and pod.phase not in _FINISHED_PHASES:
             settled = bool(pod.node_name) and pod.phase == "Running" and pod.ready
             (ready if settled else waiting)[pod.workload] += 1
     unsettled = {

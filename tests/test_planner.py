@@ -288,6 +288,21 @@ def test_a_workload_short_of_ready_replicas_is_not_moved_further(
     assert {s.category for s in plan.skipped if "client" in s.pod} == {"settling"}
 
 
+def _succeeded(obj: b.Obj) -> None:
+    obj["status"] = {"phase": "Succeeded", "conditions": [{"type": "Ready", "status": "False"}]}
+
+
+def test_a_finished_pod_does_not_hold_its_workload_back() -> None:
+    """A Job's completed pods stay in the API; they are not a replacement on its way."""
+    client = b.deployment_pods("client", ["node-a11", "node-a12", "node-a21", "node-a22"])
+    _succeeded(client[-1])
+    client[0]["spec"]["replicas"] = 3  # the finished pod is not one of the desired replicas
+    objects = [*grid_nodes(), *client, *b.deployment_pods("server", ["node-b11"] * 3)]
+    plan, _view = plan_once(make_policy(), snapshot_of(objects), chatty_rates(objects))
+    client_skips = {s.pod: s.category for s in plan.skipped if "client" in s.pod}
+    assert set(client_skips.values()) == {"below-threshold", "protected"}  # judged, not held
+
+
 def test_a_pod_on_a_node_without_topology_labels_stays_where_it_is() -> None:
     """Where such a pod runs is unknown, so no gain from moving it can be known either; a node
     with only a zone label still allows zone-level moves, whose gain is known."""
