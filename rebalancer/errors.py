@@ -16,3 +16,10 @@ class SourceUnavailableError(Exception):
     """Prometheus or the Kubernetes API could not answer; nothing may be planned on doubt."""
 
     exit_code = 3
+
+
+def one_line(value: object, limit: int | None = None) -> str:
+    """Outside text (an answer, an exception, a validator's message) fit for a one-line error:
+    whitespace, newlines included, folded to single spaces, and cut at `limit` characters."""
+    folded = " ".join(str(value).split())
+    return folded if limit is None else folded[:limit]

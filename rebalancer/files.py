@@ -11,7 +11,7 @@ from typing import Any, TypeVar
 import yaml
 from pydantic import BaseModel, ValidationError
 
-from rebalancer.errors import InputError
+from rebalancer.errors import InputError, one_line
 
 Model = TypeVar("Model", bound=BaseModel)
 _UNION_TAGS = frozenset({"hubble", "istio", "custom"})
@@ -38,7 +38,7 @@ def describe_validation_error(error: ValidationError) -> str:
     """All of pydantic's errors on one line, each led by the dotted path of its field."""
     parts = []
     for item in error.errors():
-        message = " ".join(item["msg"].removeprefix("Value error, ").split())
+        message = one_line(item["msg"].removeprefix("Value error, "))
         location = ".".join(_field_name(part) for part in item["loc"] if not _is_union_tag(part))
         parts.append(f"{location}: {message}" if location else message)
     return "; ".join(parts)

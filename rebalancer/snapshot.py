@@ -16,7 +16,7 @@ from typing import Any
 
 from kubernetes.utils import parse_quantity
 
-from rebalancer.errors import InputError
+from rebalancer.errors import InputError, one_line
 from rebalancer.files import read_json
 from rebalancer.selectors import matches_label_selector
 
@@ -369,7 +369,7 @@ sends well-formed but a hand-edited file may not."""
 
 
 def _malformed(where: str, error: Exception) -> InputError:
-    detail = " ".join(str(error).split())[:200]
+    detail = one_line(error, limit=200)
     return InputError(f"{where}: malformed object ({type(error).__name__}: {detail})")
 
 

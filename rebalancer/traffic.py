@@ -19,7 +19,7 @@ from prometheus_api_client import PrometheusConnect
 from prometheus_api_client.exceptions import PrometheusApiClientException
 from urllib3.util.retry import Retry
 
-from rebalancer.errors import InputError
+from rebalancer.errors import InputError, one_line
 from rebalancer.files import read_json
 from rebalancer.policy import CustomSource, HubbleSource, IstioSource
 from rebalancer.snapshot import Snapshot
@@ -29,6 +29,8 @@ FailureReason = Literal[
     "unreachable", "timeout", "bad-query", "bad-response", "empty", "stale", "invalid-value"
 ]
 
+_DETAIL_LIMIT = 200
+"""Characters of Prometheus' own text kept in a failure's detail."""
 _ISTIO_BYTE_METRICS = (
     "istio_tcp_sent_bytes_total|istio_tcp_received_bytes_total"
     "|istio_request_bytes_sum|istio_response_bytes_sum"
@@ -129,14 +131,15 @@ def parse_vector(response: Any) -> list[Sample] | TrafficFailure:
     if response.get("status") != "success":
         error_type = response.get("errorType", "unknown")
         reason: FailureReason = "bad-query" if error_type == "bad_data" else "bad-response"
-        error_text = _one_line(response.get("error", "no error text"))
-        return TrafficFailure(reason, f"{_one_line(error_type)}: {error_text}")
+        error_text = one_line(response.get("error", "no error text"), _DETAIL_LIMIT)
+        return TrafficFailure(reason, f"{one_line(error_type, _DETAIL_LIMIT)}: {error_text}")
     data = response.get("data")
     if not isinstance(data, Mapping) or not isinstance(data.get("result"), list):
         return TrafficFailure("bad-response", "data.result is missing")
     if data.get("resultType") not in ("vector", "scalar"):  # a tuple: the type may be unhashable
         return TrafficFailure(
-            "bad-response", f"expected a vector, got {_one_line(data.get('resultType'))}"
+            "bad-response",
+            f"expected a vector, got {one_line(data.get('resultType'), _DETAIL_LIMIT)}",
         )
     result = data["result"]
     if data["resultType"] == "scalar":
@@ -167,11 +170,6 @@ def _all_text(labels: dict[Any, Any]) -> bool:
     except TypeError:
         return False
     return True
-
-
-def _one_line(value: object, limit: int = 200) -> str:
-    """Text from the answer, fit for a one-line reason: whitespace folded, length capped."""
-    return " ".join(str(value).split())[:limit]
 
 
 def _endpoints(sample: Sample, queries: Queries) -> tuple[Endpoint, Endpoint] | None:
