@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from rebalancer.planner import RecentMove
 from rebalancer.scenario import parse_scenario
-from rebalancer.testing.soak import acted_on_faults, crowded_moves
+from rebalancer.testing.invariants import crowded_moves
+from rebalancer.testing.soak import acted_on_faults
 
 SCENARIO = parse_scenario("name: s\nworkloads: [{name: api, namespace: shop, replicas: 2}]", "s")
 

@@ -42,6 +42,19 @@ def undoing_moves(
     return found
 
 
+def crowded_moves(scenario: Scenario, moves: list[RecentMove], cooldown: float) -> list[str]:
+    """Workloads that moved more pods within one cooldown than they have replicas."""
+    replicas = {f"{w.kind}/{w.key}": w.replicas for w in scenario.workloads}
+    found = []
+    for move in moves:
+        window = [
+            m for m in moves if m.workload == move.workload and 0 <= m.at - move.at < cooldown
+        ]
+        if len(window) > replicas.get(move.workload, 0):
+            found.append(f"{move.workload}: {len(window)} moves from {move.at:.0f}")
+    return found
+
+
 def ready_by_workload(scenario: Scenario, pods: list[dict[str, Any]]) -> dict[str, list[Any]]:
     """The scenario's workloads (namespace/name) -> their Ready pods, as raw JSON."""
     ready: dict[str, list[Any]] = {w.key: [] for w in scenario.workloads}

@@ -44,7 +44,12 @@ from rebalancer.scenario import Scenario, load_scenario
 from rebalancer.sources import STATE_KEY
 from rebalancer.testing.cluster import LocalCluster, local_cluster
 from rebalancer.testing.faults import FAULTS, FaultyPrometheus, faulty_prometheus
-from rebalancer.testing.invariants import InvariantWatch, ready_by_workload, undoing_moves
+from rebalancer.testing.invariants import (
+    InvariantWatch,
+    crowded_moves,
+    ready_by_workload,
+    undoing_moves,
+)
 from rebalancer.testing.live import live_scenario
 from rebalancer.testing.process import free_port, wait_until
 from rebalancer.webhook import webhook_configuration
@@ -375,19 +380,6 @@ def acted_on_faults(
         for started, ended, fault in windows
         if started + ACTED_ON_FAULT_GRACE_SECONDS <= move.at <= ended
     ]
-
-
-def crowded_moves(scenario: Scenario, moves: list[RecentMove], cooldown: float) -> list[str]:
-    """Workloads that moved more pods within one cooldown than they have replicas."""
-    replicas = {f"{w.kind}/{w.key}": w.replicas for w in scenario.workloads}
-    found = []
-    for move in moves:
-        window = [
-            m for m in moves if m.workload == move.workload and 0 <= m.at - move.at < cooldown
-        ]
-        if len(window) > replicas.get(move.workload, 0):
-            found.append(f"{move.workload}: {len(window)} moves from {move.at:.0f}")
-    return found
 
 
 def _rss_figures(samples: list[tuple[float, float]], seconds: float) -> dict[str, float]:
