@@ -13,7 +13,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import urllib3
 from kubernetes import client
 
 from rebalancer.errors import SourceUnavailableError
@@ -132,11 +131,7 @@ class InvariantWatch:
         while not self._stop.wait(self.poll_seconds):
             try:
                 self.check_budgets()
-            except (
-                client.ApiException,
-                urllib3.exceptions.HTTPError,
-                SourceUnavailableError,
-            ) as error:
+            except SourceUnavailableError as error:  # list_raw's one error for any API failure
                 self.failed_polls.append(f"{type(error).__name__}: {error}".splitlines()[0])
             else:
                 self.polls += 1
