@@ -6,14 +6,14 @@ snapshot is parsed from and the recorded `/api/v1/query` answer. A fresh process
 cycle's stages in order, timing each and reading the peak RSS when it ends: parsing the answer,
 building the snapshot, mapping traffic to pods, building the graph and cost model, each strategy,
 and planning. The whole cycle is their sum. Another fresh process measures the floor: decoding
-the same answer with orjson and doing nothing else. Run with `make bench-scale`; writes
-bench/results/scale.md, scale.json and scale.png.
+the same answer with orjson and doing nothing else. Both run with the cyclic garbage collector
+paused, as the controller runs its cycle (see `collector_paused`). Run with `make bench-scale`;
+writes bench/results/scale.md, scale.json and scale.png.
 """
 
 from __future__ import annotations
 
 import argparse
-import gc
 import json
 import math
 import resource
@@ -25,7 +25,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
-from rebalancer.engine import build_view
+from rebalancer.engine import build_view, collector_paused
 from rebalancer.planner import PlannerState, plan
 from rebalancer.policy import Policy, parse_policy
 from rebalancer.simulation import DEFAULT_POLICY
@@ -67,7 +67,6 @@ class Stages:
         self.figures: list[dict[str, Any]] = []
 
     def run(self, name: str, work: Callable[[], T]) -> T:
-        gc.collect()
         started = time.perf_counter()
         result = work()
         seconds = time.perf_counter() - started
@@ -75,8 +74,10 @@ class Stages:
         return result
 
 
+@collector_paused()
 def measure_cycle(cluster_path: Path, answer_path: Path, granularity: str) -> dict[str, Any]:
-    """The stages of one cycle, in the order the controller runs them."""
+    """The stages of one cycle, in the order the controller runs them, with the collector paused
+    as the controller and `rebalancer plan` pause it."""
     policy: Policy = parse_policy(DEFAULT_POLICY + SOURCES[granularity], "bench policy")
     queries = build_queries(policy.traffic)
     cluster_bytes, answer_bytes = cluster_path.read_bytes(), answer_path.read_bytes()
@@ -112,7 +113,9 @@ def measure_cycle(cluster_path: Path, answer_path: Path, granularity: str) -> di
     }
 
 
+@collector_paused()
 def measure_floor(answer_path: Path) -> dict[str, Any]:
+    """Under the same pause: the collector would otherwise take most of the floor's time."""
     import orjson  # noqa: PLC0415 - only the floor needs it
 
     answer_bytes = answer_path.read_bytes()
@@ -256,6 +259,7 @@ def main() -> None:
         f"# One planning cycle at scale, seed {args.seed}\n\n"
         "Written by `make bench-scale`. Seconds per stage, each measured in a fresh process; the "
         "cycle is their sum. The floor decodes the same answer with orjson and does nothing else. "
+        "Both run with the cyclic garbage collector paused, as the controller runs its cycle. "
         "Peak RSS is the cycle process's.\n\n"
     )
     (args.results / "scale.md").write_text(heading + text + "\n\n" + notes + "\n")

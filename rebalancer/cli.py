@@ -26,7 +26,7 @@ from pydantic import ValidationError
 
 from rebalancer.cache import WatchCache
 from rebalancer.controller import Controller, PolicySource
-from rebalancer.engine import CycleOutcome, plan_cycle
+from rebalancer.engine import CycleOutcome, collector_paused, plan_cycle
 from rebalancer.errors import InputError, SourceUnavailableError
 from rebalancer.executor import EventRecorder
 from rebalancer.hints import HintStore
@@ -177,6 +177,7 @@ def _read_state(path: Path | None) -> PlannerState:
         raise InputError(f"{path}: not a planner state file ({type(error).__name__})") from None
 
 
+@collector_paused()
 def _plan(args: argparse.Namespace) -> int:
     policy = load_policy(args.policy) if args.policy else Policy()
     queries = build_queries(policy.traffic)

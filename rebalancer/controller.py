@@ -21,7 +21,7 @@ from apscheduler.schedulers.background import BackgroundScheduler
 from apscheduler.triggers.interval import IntervalTrigger
 from kubernetes import client
 
-from rebalancer.engine import CycleResult, plan_cycle
+from rebalancer.engine import CycleResult, collector_paused, plan_cycle
 from rebalancer.errors import InputError, SourceUnavailableError
 from rebalancer.executor import EventRecorder, EvictionExecutor, Outcome, Steering
 from rebalancer.hints import HintStore
@@ -79,7 +79,8 @@ class Controller:
     def run_cycle(self) -> CycleReport:
         started = time.monotonic()
         try:
-            report = self._cycle()
+            with collector_paused():
+                report = self._cycle()
         except (SourceUnavailableError, InputError) as error:
             report = CycleReport("error", str(error))
         self.metrics.cycle_duration.observe(time.monotonic() - started)

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import gc
 import threading
 import time
 
 from prometheus_client import CollectorRegistry
 
 from rebalancer.controller import Controller, CycleReport
+from rebalancer.engine import collector_paused
+from rebalancer.errors import SourceUnavailableError
 from rebalancer.metrics import ControllerMetrics
 from rebalancer.policy import Policy
 from rebalancer.snapshot import Snapshot
@@ -53,3 +56,33 @@ def test_slow_cycles_never_overlap_and_overruns_are_counted() -> None:
     assert controller.running == 0  # the cycle under way when stop came was allowed to end
     assert metrics.overruns._value.get() >= 1
     assert metrics.leader._value.get() == 0
+
+
+def test_a_cycle_runs_with_the_collector_paused_and_restores_it_when_it_fails() -> None:
+    seen: list[bool] = []
+
+    def snapshots() -> Snapshot:
+        seen.append(gc.isenabled())
+        raise SourceUnavailableError("Kubernetes API: watch cache not synced")
+
+    controller = Controller(
+        api=None,  # type: ignore[arg-type]  # the cycle ends at the snapshot
+        snapshots=snapshots,
+        prometheus_url="http://127.0.0.1:1",
+        policies=FixedPolicy(Policy()),
+        state=None,  # type: ignore[arg-type]
+        metrics=ControllerMetrics(CollectorRegistry()),
+        recorder=None,  # type: ignore[arg-type]
+    )
+    assert gc.isenabled()
+    assert controller.run_cycle().result == "error"
+    assert seen == [False]
+    assert gc.isenabled()
+
+
+def test_a_nested_pause_keeps_the_outer_one() -> None:
+    with collector_paused():
+        with collector_paused():
+            assert not gc.isenabled()
+        assert not gc.isenabled()
+    assert gc.isenabled()
