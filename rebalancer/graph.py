@@ -8,6 +8,7 @@ last digit on what a placement costs: a gain the planner counts is exactly the d
 from __future__ import annotations
 
 import functools
+from collections import defaultdict
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 
@@ -50,13 +51,14 @@ def build_peers(
     """The communication graph as pod -> peer -> rate, both ways round, keeping only pairs above
     the threshold whose both pods are placed on a known node. Plain dicts, not networkx: every
     cost sum reads them, and building and walking a networkx graph of a million pairs took longer
-    than the sums themselves."""
-    peers: dict[str, dict[str, float]] = {}
+    than the sums themselves. A defaultdict: `setdefault` built an empty dict for every call, a
+    tenth of the time at a million pairs."""
+    peers: defaultdict[str, dict[str, float]] = defaultdict(dict)
     for (a, b), rate in rates.items():
         if rate >= min_pair_rate and rate > 0 and a in placed and b in placed:
-            peers.setdefault(a, {})[b] = rate
-            peers.setdefault(b, {})[a] = rate
-    return peers
+            peers[a][b] = rate
+            peers[b][a] = rate
+    return dict(peers)
 
 
 @dataclass(frozen=True)

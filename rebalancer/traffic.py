@@ -9,8 +9,9 @@ from __future__ import annotations
 import math
 import re
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from operator import itemgetter
 from pathlib import Path
 from typing import Any, Literal, NamedTuple
 
@@ -45,9 +46,13 @@ class TrafficFailure:
     detail: str
 
 
-Endpoint = tuple[str, str]
-"""(namespace, name) of a pod or workload. A plain tuple: an answer has up to two million of
-them, and a named tuple took several times longer to build."""
+WorkloadName = tuple[str, str]
+"""(namespace, name) of a workload, as a workload-level answer names it."""
+
+EndpointNames = tuple[str, str, str, str]
+"""A series' source namespace and name, then its destination's, as its labels give them. A
+plain tuple: an answer has up to a million, and a named tuple took several times longer to
+build."""
 
 
 class Sample(NamedTuple):
@@ -172,53 +177,53 @@ def _all_text(labels: dict[Any, Any]) -> bool:
     return True
 
 
-def _endpoints(sample: Sample, queries: Queries) -> tuple[Endpoint, Endpoint] | None:
+def _endpoint_reader(queries: Queries) -> Callable[[Mapping[str, str]], EndpointNames | None]:
+    """Reads a series' endpoints from its labels, or None when one is missing or empty. One
+    itemgetter call per series: a million series made four `get` calls each cost a second."""
     src_ns, src_name, dst_ns, dst_name = queries.endpoint_labels
-    labels = sample.labels
     if queries.combined_names:
-        src_ns, _, src_pod = labels.get(src_name, "").partition("/")
-        dst_ns, _, dst_pod = labels.get(dst_name, "").partition("/")
-        if not all((src_ns, src_pod, dst_ns, dst_pod)):
+
+        def read_combined(labels: Mapping[str, str]) -> EndpointNames | None:
+            src_namespace, _, src_pod = labels.get(src_name, "").partition("/")
+            dst_namespace, _, dst_pod = labels.get(dst_name, "").partition("/")
+            names = (src_namespace, src_pod, dst_namespace, dst_pod)
+            return names if all(names) else None
+
+        return read_combined
+    names_of = itemgetter(src_ns, src_name, dst_ns, dst_name)
+
+    def read_split(labels: Mapping[str, str]) -> EndpointNames | None:
+        try:
+            names: EndpointNames = names_of(labels)
+        except KeyError:
             return None
-        return (src_ns, src_pod), (dst_ns, dst_pod)
-    names = (labels.get(src_ns), labels.get(src_name), labels.get(dst_ns), labels.get(dst_name))
-    if not all(names):
-        return None
-    return (names[0] or "", names[1] or ""), (names[2] or "", names[3] or "")
+        return names if all(names) else None
+
+    return read_split
 
 
 def map_to_pods(
     samples: list[Sample],
-    endpoints_of: list[tuple[Endpoint, Endpoint] | None],
+    endpoints_of: list[EndpointNames | None],
     queries: Queries,
     snapshot: Snapshot,
 ) -> PodTraffic:
     """Attach rates to the snapshot's pods; workload rates are split evenly over pod pairs.
     `endpoints_of` holds each sample's endpoints, read once for this and the duplicate check."""
+    if queries.granularity == "pod":
+        return _map_pod_series(samples, endpoints_of, snapshot)
     traffic = PodTraffic(series=len(samples))
-    workload_pods: dict[tuple[str, str], list[str]] = {}
-    if queries.granularity == "workload":
-        for pod in snapshot.pods.values():
-            if pod.workload is not None and pod.node_name:
-                key = (pod.workload.namespace, pod.workload.name)
-                workload_pods.setdefault(key, []).append(pod.key)
+    workload_pods: dict[WorkloadName, list[str]] = {}
+    for pod in snapshot.pods.values():
+        if pod.workload is not None and pod.node_name:
+            key = (pod.workload.namespace, pod.workload.name)
+            workload_pods.setdefault(key, []).append(pod.key)
     for sample, endpoints in zip(samples, endpoints_of, strict=True):
         if endpoints is None:
             traffic.unmatched["unlabelled"] += 1
             continue
-        if queries.granularity == "pod":
-            (namespace_a, name_a), (namespace_b, name_b) = endpoints
-            a, b = f"{namespace_a}/{name_a}", f"{namespace_b}/{name_b}"
-            if a not in snapshot.pods or b not in snapshot.pods:
-                traffic.unmatched["unknown-pod"] += 1
-            elif a == b:
-                traffic.unmatched["self"] += 1
-            else:
-                pair = (a, b) if a < b else (b, a)
-                traffic.rates[pair] = traffic.rates.get(pair, 0.0) + sample.value
-            continue
-        pods_a = workload_pods.get(endpoints[0], [])
-        pods_b = workload_pods.get(endpoints[1], [])
+        pods_a = workload_pods.get(endpoints[:2], [])
+        pods_b = workload_pods.get(endpoints[2:], [])
         if not pods_a or not pods_b:
             traffic.unmatched["unknown-workload"] += 1
             continue
@@ -230,6 +235,34 @@ def map_to_pods(
                     continue
                 pair = (a, b) if a < b else (b, a)
                 traffic.rates[pair] = traffic.rates.get(pair, 0.0) + share
+    return traffic
+
+
+def _map_pod_series(
+    samples: list[Sample], endpoints_of: list[EndpointNames | None], snapshot: Snapshot
+) -> PodTraffic:
+    """Pods are found namespace first, then name: two lookups by text took half the time of one
+    by a (namespace, name) tuple, whose hash must be made afresh for every series."""
+    traffic = PodTraffic(series=len(samples))
+    pod_keys: dict[str, dict[str, str]] = {}
+    for pod in snapshot.pods.values():
+        pod_keys.setdefault(pod.namespace, {})[pod.name] = pod.key
+    nowhere: dict[str, str] = {}
+    rates = traffic.rates
+    for sample, endpoints in zip(samples, endpoints_of, strict=True):
+        if endpoints is None:
+            traffic.unmatched["unlabelled"] += 1
+            continue
+        namespace_a, name_a, namespace_b, name_b = endpoints
+        a = pod_keys.get(namespace_a, nowhere).get(name_a)
+        b = pod_keys.get(namespace_b, nowhere).get(name_b)
+        if a is None or b is None:
+            traffic.unmatched["unknown-pod"] += 1
+        elif a == b:
+            traffic.unmatched["self"] += 1
+        else:
+            pair = (a, b) if a < b else (b, a)
+            rates[pair] = rates.get(pair, 0.0) + sample.value
     return traffic
 
 
@@ -260,7 +293,8 @@ def read_traffic(
         stale = judge_freshness(freshness_samples, max_age_seconds)
         if stale is not None:
             return stale
-    endpoints = [_endpoints(sample, queries) for sample in traffic_samples]
+    read_endpoints = _endpoint_reader(queries)
+    endpoints = [read_endpoints(sample.labels) for sample in traffic_samples]
     duplicated = _duplicated_pairs(endpoints)
     if duplicated:
         return TrafficFailure("bad-response", f"{duplicated} duplicate series for the same pair")
@@ -272,8 +306,10 @@ def read_traffic(
     return traffic
 
 
-def _duplicated_pairs(endpoints: list[tuple[Endpoint, Endpoint] | None]) -> int:
+def _duplicated_pairs(endpoints: list[EndpointNames | None]) -> int:
     """An aggregated query returns each pair once; more means the labels do not name pairs."""
+    if len(set(endpoints)) == len(endpoints):  # the usual answer, checked at C speed
+        return 0
     seen = Counter(endpoints)
     return sum(count - 1 for endpoints, count in seen.items() if endpoints and count > 1)
 
