@@ -12,11 +12,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from rebalancer.fit import Occupancy
-from rebalancer.graph import Figures
+from rebalancer.graph import Figures, Tally
 from rebalancer.planner import Plan, price_of
 from rebalancer.policy import Policy
 from rebalancer.snapshot import Snapshot
 from rebalancer.testing import builders as b
+from rebalancer.topology import first_split
 from tests.conftest import make_policy, plan_once, snapshot_of
 
 NODES = [(f"node-{z}{r}", z, f"r{r}") for z in "abc" for r in (1, 2)]
@@ -199,3 +200,22 @@ def _applied(snapshot: Snapshot, plan: Plan) -> Snapshot:
     for move in plan.moves:
         pods[move.pod] = replace(pods[move.pod], node_name=move.node)
     return Snapshot(snapshot.nodes, pods, snapshot.pdbs, snapshot.workloads)
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(case=clusters())
+def test_the_array_tally_makes_the_sums_of_a_pair_by_pair_count(case: Case) -> None:
+    """Bit for bit, order of the workload pairs included, before and after the plan's moves
+    (which leave the levels below a target unknown)."""
+    plan, view = plan_once(case.policy, case.snapshot, case.rates)
+    moved = view.cost.copy()
+    for move in plan.moves:
+        moved.move(move.pod, move.target)
+    for model in (view.cost, moved):
+        tally = model.tally(case.snapshot)
+        counted = Tally(tally.weights, tally.names)
+        for a, b_, rate in model.edges():
+            counted.count(a, b_, rate, first_split(model.locations[a], model.locations[b_]), 1.0)
+        assert tally.split_at == counted.split_at
+        assert (tally.total, tally.weighted) == (counted.total, counted.weighted)
+        assert list(tally.pairs.items()) == list(counted.pairs.items())
