@@ -12,13 +12,14 @@ from collections import defaultdict
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from itertools import chain
+from typing import cast
 
 import networkx as nx
 import numpy as np
 import numpy.typing as npt
 
 from rebalancer.snapshot import Snapshot
-from rebalancer.topology import Domain, Location, Topology, first_split
+from rebalancer.topology import Domain, DomainKey, Location, Topology, first_split
 
 SECONDS_PER_MONTH = 30.4375 * 24 * 3600
 """An average month (365.25 / 12 days), the period cloud bills are read in."""
@@ -69,6 +70,16 @@ Floats = npt.NDArray[np.float64]
 
 
 @dataclass(frozen=True)
+class DomainNumbers:
+    of_pod: Indices
+    """Per level (rows) and pod (columns, as in EdgeArrays.pods), a number for the pod's domain
+    there, shared by the pods of one domain; -1 where it is unknown, from the first unknown
+    level down, as `first_split` reads a location."""
+    keys: list[DomainKey]
+    """Number -> the domain's key; its length tells the level."""
+
+
+@dataclass(frozen=True)
 class EdgeArrays:
     """The graph of `build_peers` again, as arrays, for the passes over every pair at once (the
     tally, a strategy's traffic per domain) that took seconds per million pairs in Python.
@@ -101,11 +112,9 @@ class EdgeArrays:
         rank[np.argsort(np.array(pods, dtype=object), kind="stable")] = np.arange(len(pods))
         return cls(pods, index, source, target, rate, rank[source] < rank[target])
 
-    def domain_ids(self, locations: Mapping[str, Location], levels: int) -> Indices:
-        """A number per level (rows) and pod (columns) for the pod's domain there, shared by the
-        pods of one domain; -1 where the domain is unknown, from the first unknown level down,
-        as `first_split` reads a location. Worked out once per distinct location: a cluster has
-        far fewer of those (one per node) than pods."""
+    def domain_ids(self, locations: Mapping[str, Location], levels: int) -> DomainNumbers:
+        """Numbers for the pods' domains at every level. Worked out once per distinct location:
+        a cluster has far fewer of those (one per node) than pods."""
         numbered: dict[Location, int] = {}
         location_of = np.fromiter(
             (numbered.setdefault(locations[pod], len(numbered)) for pod in self.pods),
@@ -113,19 +122,25 @@ class EdgeArrays:
             len(self.pods),
         )
         by_location = np.full((levels, len(numbered)), -1, np.int64)
-        domains: dict[Location, int] = {}
+        domains: dict[DomainKey, int] = {}
         for location, number in numbered.items():
             for level in range(levels):
-                if location[level] is None:
+                value = location[level]
+                if value is None:
                     break
-                by_location[level, number] = domains.setdefault(location[: level + 1], len(domains))
-        return by_location[:, location_of]
+                key = cast(DomainKey, location[: level + 1])  # no None: checked on the way
+                by_location[level, number] = domains.setdefault(key, len(domains))
+        return DomainNumbers(by_location[:, location_of], list(domains))
 
-    def splits(self, domain_ids: Indices, source: Indices, target: Indices) -> Indices:
+    def traffic_per_pod(self) -> Floats:
+        """Each pod's total rate, summed in the order of its peers."""
+        return np.bincount(self.source, self.rate, len(self.pods)).astype(np.float64, copy=False)
+
+    def splits(self, numbers: DomainNumbers, source: Indices, target: Indices) -> Indices:
         """`first_split` of every pair (source[i], target[i]): domain numbers name the whole
         prefix of a location, so the pods share exactly the levels, widest first, whose numbers
         match."""
-        here, there = domain_ids[:, source], domain_ids[:, target]
+        here, there = numbers.of_pod[:, source], numbers.of_pod[:, target]
         shared: Indices = ((here == there) & (here >= 0)).sum(axis=0)
         return shared
 
@@ -157,7 +172,7 @@ class CostModel:
         in this model leaves them true."""
         return EdgeArrays.of(self.peers)
 
-    def domain_ids(self) -> Indices:
+    def domain_ids(self) -> DomainNumbers:
         """`EdgeArrays.domain_ids` of where the pods are in this model now."""
         return self.arrays.domain_ids(self.locations, len(self.topology.levels))
 

@@ -14,13 +14,16 @@ with room for both, as one joint move.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Annotated, cast
+from itertools import groupby
+from typing import Annotated, NamedTuple
 
+import numpy as np
 from pydantic import Field
 
 from rebalancer.fit import rejection
+from rebalancer.graph import DomainNumbers, EdgeArrays, Floats
 from rebalancer.snapshot import Pod
-from rebalancer.topology import Domain, DomainKey, Location
+from rebalancer.topology import Domain, DomainKey
 from strategies.base import Candidate, ClusterView, Strategy, StrategyArgs
 
 PLUGIN_NAME = "split-peers"
@@ -47,6 +50,15 @@ class SplitPeersArgs(StrategyArgs):
         return []
 
 
+class _Holding(NamedTuple):
+    pod: str
+    level: int
+    weight: float
+    """The pod's traffic to peers in the domain."""
+    share: float
+    key: DomainKey
+
+
 class SplitPeers:
     name = PLUGIN_NAME
 
@@ -54,58 +66,71 @@ class SplitPeers:
         self.args = args
 
     def propose(self, view: ClusterView) -> list[Candidate]:
-        topology = view.topology
+        topology, cost = view.topology, view.cost
         widest = topology.level_index(self.args.level)
         finest = topology.level_index(self.args.down_to or self.args.level)
-        levels = range(widest, finest + 1)
+        numbers = cost.domain_ids()
+        total = cost.arrays.traffic_per_pod()
+        holding: list[_Holding] = []
+        for level in range(widest, finest + 1):
+            holding += self._holding(cost.arrays, numbers, total, level)
+        holding.sort(key=lambda row: (row.pod, row.level, -row.weight, row.key))
         return [
             candidate
-            for pod in sorted(view.cost.peers)
-            for candidate in self._candidates(view, pod, levels)
+            for (pod, level), rows in groupby(holding, key=lambda row: (row.pod, row.level))
+            for candidate in self._at_level(view, pod, level, list(rows))
         ]
 
-    def _candidates(self, view: ClusterView, pod: str, levels: range) -> list[Candidate]:
-        """One pass over the pod's peers sums their traffic per domain at every level at once;
-        this runs for every pod of the graph, so it is the strategy's whole cost."""
-        cost = view.cost
-        by_level: list[dict[Location, float]] = [{} for _ in levels]
-        total = 0.0
-        for peer, weight in cost.peers[pod].items():
-            total += weight
-            there = cost.locations[peer]
-            for slot, level in enumerate(levels):
-                key = there[: level + 1]
-                if None in key:
-                    break  # the levels below are unknown too
-                by_level[slot][key] = by_level[slot].get(key, 0.0) + weight
+    def _holding(
+        self, arrays: EdgeArrays, numbers: DomainNumbers, total: Floats, level: int
+    ) -> list[_Holding]:
+        """Every pod and domain at `level` holding at least `min_share` of the pod's traffic,
+        and more of it than the pod's own domain, from one numpy pass over every pair: summing
+        per domain was this strategy's whole cost, a Python loop over every pod's peers."""
+        of_pod = numbers.of_pod[level]
+        peer_domain = of_pod[arrays.target]
+        known = peer_domain >= 0  # peers whose domain is unknown count only in the total
+        if not known.any():
+            return []
+        width = len(numbers.keys)
+        found, position = np.unique(
+            arrays.source[known] * width + peer_domain[known], return_inverse=True
+        )
+        weight = np.bincount(position, arrays.rate[known], len(found))
+        pod, domain = found // width, found % width
+        own = of_pod[pod]
+        at_home = domain == own
+        local = np.zeros(len(arrays.pods))
+        local[pod[at_home]] = weight[at_home]
+        share = weight / total[pod]
+        chosen = (own >= 0) & ~at_home & (share >= self.args.min_share) & (weight > local[pod])
         return [
-            candidate
-            for slot, level in enumerate(levels)
-            for candidate in self._at_level(view, pod, level, by_level[slot], total)
+            _Holding(arrays.pods[p], level, w, s, numbers.keys[d])
+            for p, w, s, d in zip(
+                pod[chosen].tolist(),
+                weight[chosen].tolist(),
+                share[chosen].tolist(),
+                domain[chosen].tolist(),
+                strict=True,
+            )
         ]
 
     def _at_level(
-        self, view: ClusterView, pod: str, level: int, by_key: dict[Location, float], total: float
+        self, view: ClusterView, pod: str, level: int, holding: list[_Holding]
     ) -> list[Candidate]:
+        """Candidates into the domains holding the pod's traffic, heaviest first: every one that
+        holds the share, not just the heaviest, as at a 50/50 split the other may have room."""
         topology, cost = view.topology, view.cost
         here = topology.domain_of(cost.locations[pod], level)
-        if here is None or not by_key:
-            return []
-        # Every domain that holds the share, not just the heaviest: at a 50/50 split the other
-        # may be the one with room.
+        assert here is not None  # a pod in an unknown domain holds nothing (see _holding)
         level_name = topology.levels[level].name
-        local = by_key.get(here.key, 0.0)
-        holding = [key for key, weight in by_key.items() if weight / total >= self.args.min_share]
         candidates = []
-        for key in sorted(holding, key=lambda k: (-by_key[k], k)):
-            there = Domain(level, cast(DomainKey, key))  # no None: those were not summed
-            if there == here or by_key[key] <= local:
-                continue
+        for row in holding:
+            there = Domain(level, row.key)
             gain = cost.gain(pod, there)
             if gain <= 0:
                 continue
-            share = by_key[key] / total
-            reason = f"{share:.0%} of its traffic goes to {level_name} {'/'.join(there.key)}"
+            reason = f"{row.share:.0%} of its traffic goes to {level_name} {'/'.join(there.key)}"
             candidates.append(
                 Candidate(pod=pod, target=there, gain=gain, reason=reason, strategy=self.name)
             )

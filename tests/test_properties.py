@@ -3,7 +3,7 @@ a spread constraint; the predicted cost never rises; gains add up to exactly the
 
 from __future__ import annotations
 
-from collections import Counter
+from collections import Counter, defaultdict
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -17,7 +17,8 @@ from rebalancer.planner import Plan, price_of
 from rebalancer.policy import Policy
 from rebalancer.snapshot import Snapshot
 from rebalancer.testing import builders as b
-from rebalancer.topology import first_split
+from rebalancer.topology import Domain, first_split
+from strategies.split_peers import SplitPeers, SplitPeersArgs
 from tests.conftest import make_policy, plan_once, snapshot_of
 
 NODES = [(f"node-{z}{r}", z, f"r{r}") for z in "abc" for r in (1, 2)]
@@ -219,3 +220,39 @@ def test_the_array_tally_makes_the_sums_of_a_pair_by_pair_count(case: Case) -> N
         assert tally.split_at == counted.split_at
         assert (tally.total, tally.weighted) == (counted.total, counted.weighted)
         assert list(tally.pairs.items()) == list(counted.pairs.items())
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(case=clusters(), min_share=st.sampled_from([0.3, 0.5, 1.0]))
+def test_split_peers_proposes_every_domain_that_holds_the_share_and_no_other(
+    case: Case, min_share: float
+) -> None:
+    """Against a direct sum over each pod's peers, at every level from zone down to host."""
+    _plan, view = plan_once(case.policy, case.snapshot, case.rates)
+    topology, cost = view.topology, view.cost
+    args = SplitPeersArgs(level="zone", down_to="host", min_share=min_share)
+    proposed = [c for c in SplitPeers(args).propose(view) if not c.companions]
+    expected = []
+    for pod in sorted(cost.peers):
+        for level in range(len(topology.levels)):
+            here = topology.domain_of(cost.locations[pod], level)
+            if here is None:
+                continue
+            total, by_domain = 0.0, defaultdict[Domain, float](float)
+            for peer, rate in cost.peers[pod].items():
+                total += rate
+                there = topology.domain_of(cost.locations[peer], level)
+                if there is not None:
+                    by_domain[there] += rate
+            local = by_domain.get(here, 0.0)
+            holding = [
+                (there, weight)
+                for there, weight in by_domain.items()
+                if there != here and weight / total >= min_share and weight > local
+            ]
+            for there, _weight in sorted(holding, key=lambda item: (-item[1], item[0].key)):
+                if cost.gain(pod, there) > 0:
+                    expected.append((pod, there))
+    assert [(c.pod, c.target) for c in proposed] == expected
+    for candidate in proposed:
+        assert candidate.gain == pytest.approx(cost.gain(candidate.pod, candidate.target))
