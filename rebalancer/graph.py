@@ -69,6 +69,12 @@ Indices = npt.NDArray[np.int64]
 Floats = npt.NDArray[np.float64]
 
 
+def group_sums(groups: Indices, values: Floats, count: int) -> Floats:
+    """values summed per group number, 0..count-1. In input order: np.bincount adds as it goes,
+    so the sums are those of a loop over the same values."""
+    return np.bincount(groups, values, count).astype(np.float64, copy=False)
+
+
 @dataclass(frozen=True)
 class DomainNumbers:
     of_pod: Indices
@@ -134,7 +140,7 @@ class EdgeArrays:
 
     def traffic_per_pod(self) -> Floats:
         """Each pod's total rate, summed in the order of its peers."""
-        return np.bincount(self.source, self.rate, len(self.pods)).astype(np.float64, copy=False)
+        return group_sums(self.source, self.rate, len(self.pods))
 
     def splits(self, numbers: DomainNumbers, source: Indices, target: Indices) -> Indices:
         """`first_split` of every pair (source[i], target[i]): domain numbers name the whole
@@ -198,6 +204,31 @@ class CostModel:
         """Cost saved by moving `pod` into `target`, assuming nothing below the target's level."""
         return self.pod_cost(pod) - self.pod_cost(pod, self.topology.location_within(target))
 
+    def gains(self, numbers: DomainNumbers, pods: Indices, domains: Indices, level: int) -> Floats:
+        """`gain` of moving each pod pods[i] (an index into EdgeArrays.pods) into the domain
+        numbered domains[i] at `level`, for a strategy that judges moves for most pods of the
+        graph: the same products, summed in the same order (each pod's peers in turn), in numpy.
+        `numbers` must be of this model's locations."""
+        arrays, weights = self.arrays, np.array(self._split_weights)
+        degree = np.bincount(arrays.source, minlength=len(arrays.pods))
+        first_edge = np.cumsum(degree) - degree
+        count = degree[pods]
+        row = np.repeat(np.arange(len(pods)), count)  # each pod's pairs, row by row
+        edge = np.repeat(first_edge[pods] - (np.cumsum(count) - count), count) + np.arange(
+            int(count.sum())
+        )
+        peer, rate = arrays.target[edge], arrays.rate[edge]
+        numbered = {key: number for number, key in enumerate(numbers.keys)}
+        keys = [numbers.keys[domain] for domain in domains.tolist()]
+        shared_after = np.zeros(len(edge), np.int64)
+        for wider in range(level + 1):  # below `level` a planned pod's place is unknown
+            ancestor = np.fromiter(
+                (numbered[key[: wider + 1]] for key in keys), np.int64, len(keys)
+            )
+            shared_after += numbers.of_pod[wider][peer] == ancestor[row]
+        now = group_sums(row, rate * weights[arrays.splits(numbers, pods[row], peer)], len(pods))
+        return now - group_sums(row, rate * weights[shared_after], len(pods))
+
     def worth(self, targets: Mapping[str, Domain]) -> Worth:
         """What moving these pods saves, and what they cost now, from one pass when one pod moves:
         the planner judges every candidate by both."""
@@ -255,16 +286,16 @@ class CostModel:
         first, second = workload[source], workload[target]
         pair = np.minimum(first, second) * len(workloads) + np.maximum(first, second)
         pairs, first_seen, position = np.unique(pair, return_index=True, return_inverse=True)
-        pair_rate = np.bincount(position, rate, len(pairs))
-        pair_cost = np.bincount(position, cost, len(pairs))
+        pair_rate = group_sums(position, rate, len(pairs))
+        pair_cost = group_sums(position, cost, len(pairs))
         in_order = np.argsort(first_seen)  # as a loop meets them: ties in a report keep it
         everything = np.zeros(len(rate), np.int64)
         return Tally(
             self._split_weights,
             names,
-            np.bincount(split, rate, len(self._split_weights)).tolist(),
-            float(np.bincount(everything, rate, 1)[0]),
-            float(np.bincount(everything, cost, 1)[0]),
+            group_sums(split, rate, len(self._split_weights)).tolist(),
+            float(group_sums(everything, rate, 1)[0]),
+            float(group_sums(everything, cost, 1)[0]),
             {
                 (workloads[key // len(workloads)], workloads[key % len(workloads)]): [r, c]
                 for key, r, c in zip(

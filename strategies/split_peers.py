@@ -21,7 +21,7 @@ import numpy as np
 from pydantic import Field
 
 from rebalancer.fit import rejection
-from rebalancer.graph import DomainNumbers, EdgeArrays, Floats
+from rebalancer.graph import CostModel, DomainNumbers, Floats, group_sums
 from rebalancer.snapshot import Pod
 from rebalancer.topology import Domain, DomainKey
 from strategies.base import Candidate, ClusterView, Strategy, StrategyArgs
@@ -57,6 +57,7 @@ class _Holding(NamedTuple):
     """The pod's traffic to peers in the domain."""
     share: float
     key: DomainKey
+    gain: float
 
 
 class SplitPeers:
@@ -73,7 +74,7 @@ class SplitPeers:
         total = cost.arrays.traffic_per_pod()
         holding: list[_Holding] = []
         for level in range(widest, finest + 1):
-            holding += self._holding(cost.arrays, numbers, total, level)
+            holding += self._holding(cost, numbers, total, level)
         holding.sort(key=lambda row: (row.pod, row.level, -row.weight, row.key))
         return [
             candidate
@@ -82,12 +83,12 @@ class SplitPeers:
         ]
 
     def _holding(
-        self, arrays: EdgeArrays, numbers: DomainNumbers, total: Floats, level: int
+        self, cost: CostModel, numbers: DomainNumbers, total: Floats, level: int
     ) -> list[_Holding]:
         """Every pod and domain at `level` holding at least `min_share` of the pod's traffic,
         and more of it than the pod's own domain, from one numpy pass over every pair: summing
         per domain was this strategy's whole cost, a Python loop over every pod's peers."""
-        of_pod = numbers.of_pod[level]
+        arrays, of_pod = cost.arrays, numbers.of_pod[level]
         peer_domain = of_pod[arrays.target]
         known = peer_domain >= 0  # peers whose domain is unknown count only in the total
         if not known.any():
@@ -96,7 +97,7 @@ class SplitPeers:
         found, position = np.unique(
             arrays.source[known] * width + peer_domain[known], return_inverse=True
         )
-        weight = np.bincount(position, arrays.rate[known], len(found))
+        weight = group_sums(position, arrays.rate[known], len(found))
         pod, domain = found // width, found % width
         own = of_pod[pod]
         at_home = domain == own
@@ -104,13 +105,15 @@ class SplitPeers:
         local[pod[at_home]] = weight[at_home]
         share = weight / total[pod]
         chosen = (own >= 0) & ~at_home & (share >= self.args.min_share) & (weight > local[pod])
+        gain = cost.gains(numbers, pod[chosen], domain[chosen], level)
         return [
-            _Holding(arrays.pods[p], level, w, s, numbers.keys[d])
-            for p, w, s, d in zip(
+            _Holding(cost.arrays.pods[p], level, w, s, numbers.keys[d], g)
+            for p, w, s, d, g in zip(
                 pod[chosen].tolist(),
                 weight[chosen].tolist(),
                 share[chosen].tolist(),
                 domain[chosen].tolist(),
+                gain.tolist(),
                 strict=True,
             )
         ]
@@ -126,13 +129,12 @@ class SplitPeers:
         level_name = topology.levels[level].name
         candidates = []
         for row in holding:
-            there = Domain(level, row.key)
-            gain = cost.gain(pod, there)
-            if gain <= 0:
+            if row.gain <= 0:
                 continue
+            there = Domain(level, row.key)
             reason = f"{row.share:.0%} of its traffic goes to {level_name} {'/'.join(there.key)}"
             candidates.append(
-                Candidate(pod=pod, target=there, gain=gain, reason=reason, strategy=self.name)
+                Candidate(pod=pod, target=there, gain=row.gain, reason=reason, strategy=self.name)
             )
         pods = view.snapshot.pods
         if not candidates or any(_room_for(view, [pods[pod]], c.target) for c in candidates):
