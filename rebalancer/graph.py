@@ -204,10 +204,12 @@ class CostModel:
         """Cost saved by moving `pod` into `target`, assuming nothing below the target's level."""
         return self.pod_cost(pod) - self.pod_cost(pod, self.topology.location_within(target))
 
-    def gains(self, numbers: DomainNumbers, pods: Indices, domains: Indices, level: int) -> Floats:
-        """`gain` of moving each pod pods[i] (an index into EdgeArrays.pods) into the domain
-        numbered domains[i] at `level`, for a strategy that judges moves for most pods of the
-        graph: the same products, summed in the same order (each pod's peers in turn), in numpy.
+    def gains_and_costs(
+        self, numbers: DomainNumbers, pods: Indices, domains: Indices, level: int
+    ) -> tuple[Floats, Floats]:
+        """`worth` of moving each pod pods[i] (an index into EdgeArrays.pods) alone into the
+        domain numbered domains[i] at `level`, as gains and costs now, for many moves at once:
+        the same products summed in the same order (each pod's peers in turn), in numpy.
         `numbers` must be of this model's locations."""
         arrays, weights = self.arrays, np.array(self._split_weights)
         degree = np.bincount(arrays.source, minlength=len(arrays.pods))
@@ -227,7 +229,12 @@ class CostModel:
             )
             shared_after += numbers.of_pod[wider][peer] == ancestor[row]
         now = group_sums(row, rate * weights[arrays.splits(numbers, pods[row], peer)], len(pods))
-        return now - group_sums(row, rate * weights[shared_after], len(pods))
+        return now - group_sums(row, rate * weights[shared_after], len(pods)), now
+
+    def untouched(self, pod: str) -> bool:
+        """Whether the pod's cost is as it was before any move in this model: neither it nor
+        any of its peers has moved."""
+        return pod not in self.moved and self.moved.keys().isdisjoint(self.peers[pod].keys())
 
     def worth(self, targets: Mapping[str, Domain]) -> Worth:
         """What moving these pods saves, and what they cost now, from one pass when one pod moves:

@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Literal
 
+import numpy as np
 from pydantic import BaseModel, ConfigDict
 
 from rebalancer.fit import Occupancy, rejection
@@ -360,13 +361,15 @@ class _Cycle:
                     f"backing off {remaining:.0f}s more after {misses} replacement(s) "
                     "missed their target"
                 )
+        recents = [m for m in (*self.state.recent_moves, *self.moved_now) if m.workload == workload]
+        if not recents:
+            return None
         topology = self.view.topology
         location = _describe(topology, self.cost.locations[pod])
         destination = target.describe(topology.levels)
-        for recent in [*self.state.recent_moves, *self.moved_now]:
+        for recent in recents:
             remaining = cooldown - (self.now - recent.at)
-            undoes = recent.workload == workload and recent.undone_by(location, destination)
-            if undoes and remaining > 0:
+            if recent.undone_by(location, destination) and remaining > 0:
                 entered = "/".join(recent.entered.values())
                 return f"would undo its move into {entered}; cooldown {remaining:.0f}s more"
         return None
@@ -563,6 +566,7 @@ def plan(
     skipped: dict[str, Skip] = {}
     heap = [(-c.gain, index, c) for index, c in enumerate(candidates)]
     heapq.heapify(heap)
+    prejudged = _prejudged(view.cost, candidates)
 
     def skip(candidate: Candidate, category: SkipCategory, reason: str) -> None:
         skipped.setdefault(candidate.pod, Skip(candidate.pod, reason, candidate.strategy, category))
@@ -571,7 +575,9 @@ def plan(
         _negative_gain, index, candidate = heapq.heappop(heap)
         if any(pod in cycle.cost.moved for pod in candidate.targets):
             continue
-        worth = cycle.cost.worth(candidate.targets)
+        worth = prejudged.get(index)
+        if worth is None or not cycle.cost.untouched(candidate.pod):
+            worth = cycle.cost.worth(candidate.targets)
         if heap and worth.gain < -heap[0][0] - _GAIN_TOLERANCE:
             heapq.heappush(heap, (-worth.gain, index, candidate))  # outdated by earlier picks
             continue
@@ -592,6 +598,33 @@ def plan(
         after=cycle.cost.retally(tally, view.cost).figures(topology, price),
         candidates=len(candidates),
     )
+
+
+def _prejudged(cost: CostModel, candidates: list[Candidate]) -> dict[int, Worth]:
+    """The worth of every one-pod candidate on the cycle's starting model, by candidate index,
+    judged in numpy level by level. A pod whose cost no pick has changed keeps it, so the loop
+    works out a worth again only next to the moves already made: at 100k pods it judged some
+    80,000 candidates one by one to make 9 moves. A target where no pod of the graph is (no
+    number) is left to the loop."""
+    numbers = cost.domain_ids()
+    numbered = {key: number for number, key in enumerate(numbers.keys)}
+    rows: dict[int, list[tuple[int, int, int]]] = {}
+    for index, candidate in enumerate(candidates):
+        pod = cost.arrays.index.get(candidate.pod)
+        domain = numbered.get(candidate.target.key)
+        if not candidate.companions and pod is not None and domain is not None:
+            rows.setdefault(candidate.target.level, []).append((index, pod, domain))
+    judged: dict[int, Worth] = {}
+    for level, at_level in rows.items():
+        indices, pods, domains = np.array(at_level, np.int64).T
+        gains, costs = cost.gains_and_costs(numbers, pods, domains, level)
+        judged.update(
+            (index, Worth(gain, now))
+            for index, gain, now in zip(
+                indices.tolist(), gains.tolist(), costs.tolist(), strict=True
+            )
+        )
+    return judged
 
 
 def _describe(topology: Topology, location: tuple[str | None, ...]) -> dict[str, str]:

@@ -105,7 +105,7 @@ class SplitPeers:
         local[pod[at_home]] = weight[at_home]
         share = weight / total[pod]
         chosen = (own >= 0) & ~at_home & (share >= self.args.min_share) & (weight > local[pod])
-        gain = cost.gains(numbers, pod[chosen], domain[chosen], level)
+        gain, _cost = cost.gains_and_costs(numbers, pod[chosen], domain[chosen], level)
         return [
             _Holding(cost.arrays.pods[p], level, w, s, numbers.keys[d], g)
             for p, w, s, d, g in zip(
