@@ -79,8 +79,7 @@ class Controller:
     def run_cycle(self) -> CycleReport:
         started = time.monotonic()
         try:
-            with collector_paused():
-                report = self._cycle()
+            report = self._cycle()
         except (SourceUnavailableError, InputError) as error:
             report = CycleReport("error", str(error))
         self.metrics.cycle_duration.observe(time.monotonic() - started)
@@ -108,15 +107,20 @@ class Controller:
             self.metrics.mode.labels(mode).set(1 if mode == policy.mode else 0)
         if policy.mode == "migrate" and self.hints is None:
             return CycleReport("error", "migrate mode needs the webhook (--webhook-port)")
-        snapshot = self.snapshots()
-        queries = build_queries(policy.traffic)
-        reader = PrometheusReader(self.prometheus_url, policy.traffic.timeout_seconds)
-        answer = reader.query(queries.traffic)
-        freshness = None if isinstance(answer, TrafficFailure) else reader.query(queries.freshness)
-        traffic = read_traffic(answer, freshness, queries, snapshot, policy.traffic.max_age_seconds)
-        now = self.clock()
-        state = self._judge_landings(self.state.load(), snapshot, now)
-        outcome = plan_cycle(policy, snapshot, traffic, state, now=now)
+        with collector_paused():  # reading and planning; evicting allocates little
+            snapshot = self.snapshots()
+            queries = build_queries(policy.traffic)
+            reader = PrometheusReader(self.prometheus_url, policy.traffic.timeout_seconds)
+            answer = reader.query(queries.traffic)
+            freshness = (
+                None if isinstance(answer, TrafficFailure) else reader.query(queries.freshness)
+            )
+            traffic = read_traffic(
+                answer, freshness, queries, snapshot, policy.traffic.max_age_seconds
+            )
+            now = self.clock()
+            state = self._judge_landings(self.state.load(), snapshot, now)
+            outcome = plan_cycle(policy, snapshot, traffic, state, now=now)
         if outcome.failure is not None:
             self.metrics.traffic_failures.labels(outcome.failure.reason).inc()
             self.state.save(outcome.state)
