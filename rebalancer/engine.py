@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from rebalancer.fit import Occupancy
-from rebalancer.graph import CostModel, build_peers
+from rebalancer.graph import CostModel, EdgeArrays, build_peers
 from rebalancer.planner import Plan, PlannerState, plan
 from rebalancer.policy import Policy
 from rebalancer.snapshot import Snapshot
@@ -67,7 +67,7 @@ def build_view(policy: Policy, snapshot: Snapshot, traffic: PodTraffic) -> Clust
         if pod.node_name in topology.node_locations
     }
     peers = build_peers(traffic.rates, locations, policy.thresholds.min_pair_rate)
-    cost = CostModel(peers, topology, {pod: locations[pod] for pod in peers})
+    cost = CostModel(peers, EdgeArrays.of(peers), topology, {pod: locations[pod] for pod in peers})
     return ClusterView(snapshot, topology, cost, Occupancy.from_snapshot(snapshot))
 
 

@@ -165,18 +165,15 @@ class CostModel:
 
     peers: dict[str, dict[str, float]]
     """Pod -> peer -> rate (see build_peers); shared, never changed, by the model's copies."""
+    arrays: EdgeArrays
+    """The same graph as arrays, shared too. Locations are not in them, so moving pods in a
+    model leaves them true."""
     topology: Topology
     locations: dict[str, Location]
     moved: dict[str, Domain] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self._split_weights = [level.weight for level in self.topology.levels] + [0.0]
-
-    @functools.cached_property
-    def arrays(self) -> EdgeArrays:
-        """The graph as arrays, built on first use. Locations are not in them, so moving pods
-        in this model leaves them true."""
-        return EdgeArrays.of(self.peers)
 
     def domain_ids(self) -> DomainNumbers:
         """`EdgeArrays.domain_ids` of where the pods are in this model now."""
@@ -273,7 +270,9 @@ class CostModel:
         self.moved[pod] = target
 
     def copy(self) -> CostModel:
-        return CostModel(self.peers, self.topology, dict(self.locations), dict(self.moved))
+        return CostModel(
+            self.peers, self.arrays, self.topology, dict(self.locations), dict(self.moved)
+        )
 
     def figures(self, snapshot: Snapshot, price: Price) -> Figures:
         return self.tally(snapshot).figures(self.topology, price)
