@@ -7,8 +7,9 @@ cycle's stages in order, timing each and reading the peak RSS when it ends: pars
 building the snapshot, mapping traffic to pods, building the graph and cost model, each strategy,
 and planning. The whole cycle is their sum. Another fresh process measures the floor: decoding
 the same answer with orjson and doing nothing else. Both run with the cyclic garbage collector
-paused, as the controller runs its cycle (see `collector_paused`). Run with `make bench-scale`;
-writes bench/results/scale.md, scale.json and scale.png.
+paused, as the controller runs its cycle (see `collector_paused`), three times by default; the
+run with the median time is kept. Run with `make bench-scale`; writes bench/results/scale.md,
+scale.json and scale.png.
 """
 
 from __future__ import annotations
@@ -133,7 +134,13 @@ def _in_fresh_process(*args: str) -> dict[str, Any]:
     return parsed
 
 
-def measure_size(size: Size, seed: int, workdir: Path) -> list[dict[str, Any]]:
+def _median_run(runs: list[dict[str, Any]], key: str) -> dict[str, Any]:
+    """The run whose `key` is the median: on a shared 2-core machine one run of the same cycle
+    varied by a quarter, every stage and the floor alike."""
+    return sorted(runs, key=lambda run: float(run[key]))[len(runs) // 2]
+
+
+def measure_size(size: Size, seed: int, workdir: Path, repeats: int) -> list[dict[str, Any]]:
     started = time.perf_counter()
     synthetic = generate(size, seed)
     cluster_path = workdir / f"{size.name}-cluster.json"
@@ -147,10 +154,12 @@ def measure_size(size: Size, seed: int, workdir: Path) -> list[dict[str, Any]]:
     del synthetic, answers
     rows = []
     for granularity in GRANULARITIES:
-        floor = _in_fresh_process("--floor", str(paths[granularity]))
-        cycle = _in_fresh_process(
-            "--cycle", str(cluster_path), str(paths[granularity]), granularity
-        )
+        floors = [_in_fresh_process("--floor", str(paths[granularity])) for _ in range(repeats)]
+        cycles = [
+            _in_fresh_process("--cycle", str(cluster_path), str(paths[granularity]), granularity)
+            for _ in range(repeats)
+        ]
+        floor, cycle = _median_run(floors, "floor_seconds"), _median_run(cycles, "cycle_seconds")
         row = {
             "size": size.name,
             "nodes": size.nodes,
@@ -159,9 +168,10 @@ def measure_size(size: Size, seed: int, workdir: Path) -> list[dict[str, Any]]:
             "answer_mib": paths[granularity].stat().st_size / 2**20,
             **cycle,
             "floor_seconds": floor["floor_seconds"],
+            "cycle_runs": sorted(run["cycle_seconds"] for run in cycles),
         }
         print(
-            f"  {granularity}: cycle {row['cycle_seconds']:.1f}s, floor "
+            f"  {granularity}: median cycle {row['cycle_seconds']:.1f}s of {repeats}, floor "
             f"{row['floor_seconds']:.2f}s, peak {row['peak_rss_mib']:.0f} MiB",
             flush=True,
         )
@@ -185,8 +195,8 @@ def table(rows: list[dict[str, Any]]) -> str:
     lines = [
         "| size | traffic | series | pod pairs | "
         + " | ".join(names)
-        + " | cycle (s) | floor (s) | cycle / floor | peak RSS (MiB) |",
-        "|---|---|---:|---:|" + "---:|" * len(names) + "---:|---:|---:|---:|",
+        + " | cycle (s) | all runs (s) | floor (s) | cycle / floor | peak RSS (MiB) |",
+        "|---|---|---:|---:|" + "---:|" * len(names) + "---:|---:|---:|---:|---:|",
     ]
     for row in rows:
         seconds = {figure["stage"]: figure["seconds"] for figure in row["stages"]}
@@ -194,7 +204,9 @@ def table(rows: list[dict[str, Any]]) -> str:
             f"| {row['size']} ({row['nodes']} nodes, {row['pods']} pods) | {row['granularity']} "
             f"| {row['series']} | {row['pod_pairs']} | "
             + " | ".join(f"{seconds[name]:.2f}" for name in names)
-            + f" | {row['cycle_seconds']:.2f} | {row['floor_seconds']:.2f} "
+            + f" | {row['cycle_seconds']:.2f} | "
+            + ", ".join(f"{run:.1f}" for run in row["cycle_runs"])
+            + f" | {row['floor_seconds']:.2f} "
             f"| {row['cycle_seconds'] / row['floor_seconds']:.0f}x | {row['peak_rss_mib']:.0f} |"
         )
     return "\n".join(lines)
@@ -241,12 +253,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default=",".join(SIZES), help="comma-separated: 1k,5k,10k")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--repeats", type=int, default=3, help="runs per cycle; the median is kept")
     parser.add_argument("--results", type=Path, default=ROOT / "bench" / "results")
     args = parser.parse_args()
     rows = []
     with tempfile.TemporaryDirectory(prefix="bench-scale-") as workdir:
         for name in args.sizes.split(","):
-            rows += measure_size(SIZES[name], args.seed, Path(workdir))
+            rows += measure_size(SIZES[name], args.seed, Path(workdir), args.repeats)
     text = table(rows)
     exponents = {g: growth_exponent(rows, g) for g in GRANULARITIES}
     notes = "\n".join(
@@ -258,7 +271,9 @@ def main() -> None:
     heading = (
         f"# One planning cycle at scale, seed {args.seed}\n\n"
         "Written by `make bench-scale`. Seconds per stage, each measured in a fresh process; the "
-        "cycle is their sum. The floor decodes the same answer with orjson and does nothing else. "
+        f"cycle is their sum. Each cycle and floor ran {args.repeats} times; the table shows the "
+        "run with the median time, and every run's cycle time. The floor decodes the same "
+        "answer with orjson and does nothing else. "
         "Both run with the cyclic garbage collector paused, as the controller runs its cycle. "
         "Peak RSS is the cycle process's.\n\n"
     )
