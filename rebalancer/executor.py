@@ -29,6 +29,7 @@ EvictionResult = Literal["evicted", "would-evict", "refused-by-pdb", "cancelled"
 """`cancelled`: the cluster changed between planning and evicting, so the move was not sent."""
 COMPONENT = "topology-rebalancer"
 _log = logging.getLogger(__name__)
+_REPLACED = "the pod was replaced by another of the same name since it was planned"
 
 
 @dataclass(frozen=True)
@@ -38,6 +39,14 @@ class Outcome:
     detail: str = ""
     hint: Hint | None = None
     """In migrate mode, the hint recorded for the replacement of an evicted pod."""
+
+
+def _names_the_uid_precondition(error: ApiException) -> bool:
+    """A Conflict for the UID precondition, not another one: "the UID in the precondition (...)
+    does not match the UID in record" (older servers: "Precondition failed: UID in
+    precondition")."""
+    text = str(error.body or "").lower()
+    return "uid in" in text and "precondition" in text
 
 
 def _domain(move: Move) -> str:
@@ -143,7 +152,11 @@ class EvictionExecutor:
             return Outcome(move, "cancelled", outdated)
         body = client.V1Eviction(
             metadata=client.V1ObjectMeta(name=name, namespace=namespace),
-            delete_options=client.V1DeleteOptions(dry_run=["All"] if self.dry_run else None),
+            delete_options=client.V1DeleteOptions(
+                dry_run=["All"] if self.dry_run else None,
+                # The API server refuses (409) to evict a namesake made after the check above.
+                preconditions=client.V1Preconditions(uid=move.uid) if move.uid else None,
+            ),
         )
         why = f"{move.strategy}: {move.reason}; gain {move.gain:.4g}; target {_domain(move)}"
         hint = None
@@ -159,6 +172,15 @@ class EvictionExecutor:
             self.core.create_namespaced_pod_eviction(name, namespace, body)
         except ApiException as error:
             self._withdraw(hint)
+            if error.status == 409 and _names_the_uid_precondition(error):
+                self.recorder.record(
+                    "Pod",
+                    namespace,
+                    name,
+                    reason="EvictionCancelled",
+                    message=f"{_REPLACED}: the API server refused the eviction",
+                )
+                return Outcome(move, "cancelled", f"{_REPLACED} (HTTP 409)")
             if error.status == 429:
                 # The PDB refuses now; a later cycle may try again. Never fall back to delete.
                 self.recorder.record(
@@ -203,6 +225,8 @@ class EvictionExecutor:
             return f"cannot check the plan again: HTTP {error.status}"
         except (HTTPError, OSError) as error:
             return f"cannot check the plan again: {type(error).__name__}"
+        if move.uid and pod.metadata is not None and pod.metadata.uid != move.uid:
+            return _REPLACED
         if pod.metadata is not None and pod.metadata.deletion_timestamp is not None:
             return "the pod is already terminating"
         labels = (node.metadata.labels if node.metadata else None) or {}

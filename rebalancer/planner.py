@@ -48,6 +48,9 @@ class Move:
     gain: float
     strategy: str
     reason: str
+    uid: str = ""
+    """The planned pod's UID, for the eviction to name that pod and no namesake; empty when the
+    snapshot has none."""
 
     def remembered(self, at: float) -> RecentMove:
         assert self.workload is not None
@@ -411,6 +414,7 @@ class _Cycle:
             gain=gain,
             strategy=candidate.strategy,
             reason=candidate.reason,
+            uid=pod.uid,
         )
         if move.workload is not None:
             self.moved_now.append(move.remembered(self.now))

@@ -129,6 +129,9 @@ class Pod:
     has_local_storage: bool = False
     has_pvc: bool = False
     created: str = ""
+    uid: str = ""
+    """metadata.uid: tells the pod planned for from a namesake made since (a StatefulSet's
+    replacement has the same name). Empty where the source gives none."""
 
     @property
     def key(self) -> str:
@@ -348,6 +351,7 @@ def _parse_pod(reader: _Field, owners: Mapping[tuple[str, str], tuple[str, str] 
         has_local_storage=any("emptyDir" in v or "hostPath" in v for v in volumes),
         has_pvc=any("persistentVolumeClaim" in v or "ephemeral" in v for v in volumes),
         created=reader.get("metadata.creationTimestamp", str, ""),
+        uid=reader.get("metadata.uid", str, ""),
     )
 
 

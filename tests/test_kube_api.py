@@ -1,5 +1,6 @@
-"""The API edge: reads retry through 429 and 5xx, an eviction's 429 is never repeated, and a
-dead API server is an unavailable source, not a traceback."""
+"""The API edge: reads retry through 429 and 5xx, an eviction's 429 is never repeated, a dead API
+server is an unavailable source, not a traceback, and only a UID precondition's 409 means the
+pod was replaced."""
 
 from __future__ import annotations
 
@@ -13,9 +14,11 @@ from typing import ClassVar
 import pytest
 import yaml
 from kubernetes import client
+from kubernetes.client.exceptions import ApiException
 
 from rebalancer.cache import WatchCache
 from rebalancer.errors import InputError, SourceUnavailableError
+from rebalancer.executor import _names_the_uid_precondition
 from rebalancer.kube import api_client, list_raw, read_snapshot
 from rebalancer.testing.process import free_port
 
@@ -115,3 +118,20 @@ def test_a_watch_cache_that_never_synced_refuses_to_give_a_snapshot(tmp_path: Pa
             cache.snapshot()
     finally:
         cache.stop()
+
+
+def test_only_a_uid_precondition_conflict_counts_as_a_replaced_pod() -> None:
+    """The body the API server sent in tests/e2e/test_pod_replaced.py, against another 409."""
+    replaced = ApiException(status=409, reason="Conflict")
+    replaced.body = (
+        '{"message":"Operation cannot be fulfilled on Pod \\"a-0\\": the UID in the precondition '
+        "(29e1) does not match the UID in record (c26f). The object might have been deleted and "
+        'then recreated","reason":"Conflict","code":409}'
+    )
+    modified = ApiException(status=409, reason="Conflict")
+    modified.body = (
+        '{"message":"Operation cannot be fulfilled on pods \\"a-0\\": the object has been '
+        'modified; please apply your changes to the latest version","code":409}'
+    )
+    assert _names_the_uid_precondition(replaced)
+    assert not _names_the_uid_precondition(modified)

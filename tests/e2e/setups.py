@@ -5,19 +5,21 @@ from __future__ import annotations
 
 import datetime
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import pytest
 from kubernetes import client
 from prometheus_client import CollectorRegistry
 
 from rebalancer.controller import Controller
-from rebalancer.executor import EventRecorder
+from rebalancer.executor import EventRecorder, EvictionExecutor, Outcome
 from rebalancer.kube import list_raw, read_snapshot
 from rebalancer.metrics import ControllerMetrics
+from rebalancer.planner import Move
 from rebalancer.policy import parse_policy
 from rebalancer.scenario import Scenario
 from rebalancer.sources import ConfigMapState, FixedPolicy
@@ -25,6 +27,23 @@ from rebalancer.testing.cluster import LocalCluster
 from rebalancer.testing.live import live_scenario
 from rebalancer.testing.prometheus import PrometheusServer
 from tests.conftest import LIVE_POLICY_YAML, split_pair_scenario
+
+Execute = Callable[..., list[Outcome]]
+
+
+def before_executing(
+    monkeypatch: pytest.MonkeyPatch, fault: Callable[[tuple[Move, ...]], None]
+) -> None:
+    """Run `fault` once the plan is made and just before its first eviction is sent."""
+    execute: Execute = EvictionExecutor.execute
+
+    def faulty(
+        self: EvictionExecutor, moves: tuple[Move, ...], *args: Any, **kwargs: Any
+    ) -> list[Outcome]:
+        fault(moves)
+        return execute(self, moves, *args, **kwargs)
+
+    monkeypatch.setattr(EvictionExecutor, "execute", faulty)
 
 
 def acting_policy(namespace: str) -> str:

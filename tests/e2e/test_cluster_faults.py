@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +16,6 @@ import pytest
 from kubernetes import client
 
 from rebalancer.cache import WatchCache
-from rebalancer.executor import EvictionExecutor, Outcome
 from rebalancer.hints import HintStore
 from rebalancer.planner import Move
 from rebalancer.scenario import ZONE_LABEL, WorkloadSpec, parse_scenario, workload_objects
@@ -24,33 +23,17 @@ from rebalancer.sources import ConfigMapState
 from rebalancer.testing.cluster import LocalCluster
 from rebalancer.testing.process import free_port, wait_until
 from rebalancer.webhook import webhook_configuration
-from tests.e2e.setups import Setup, split_pair_setup
+from tests.e2e.setups import Setup, before_executing, split_pair_setup
 
 pytestmark = pytest.mark.e2e
 
 NAMESPACE = "cfaults"
-Execute = Callable[..., list[Outcome]]
 
 
 @pytest.fixture(scope="module")
 def setup(cluster: LocalCluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Setup]:
     with split_pair_setup(cluster, NAMESPACE, tmp_path_factory.mktemp("prometheus-cf")) as made:
         yield made
-
-
-def before_executing(
-    monkeypatch: pytest.MonkeyPatch, fault: Callable[[tuple[Move, ...]], None]
-) -> None:
-    """Run `fault` once the plan is made and just before its first eviction is sent."""
-    execute: Execute = EvictionExecutor.execute
-
-    def faulty(
-        self: EvictionExecutor, moves: tuple[Move, ...], *args: Any, **kwargs: Any
-    ) -> list[Outcome]:
-        fault(moves)
-        return execute(self, moves, *args, **kwargs)
-
-    monkeypatch.setattr(EvictionExecutor, "execute", faulty)
 
 
 def test_an_api_server_restart_mid_cycle_evicts_nothing_and_the_cache_recovers(
