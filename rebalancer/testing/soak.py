@@ -33,7 +33,6 @@ from typing import Any
 
 import requests
 from kubernetes import client
-from prometheus_client.parser import text_string_to_metric_families
 from urllib3.exceptions import HTTPError
 
 from rebalancer.errors import SourceUnavailableError
@@ -52,6 +51,7 @@ from rebalancer.testing.invariants import (
 )
 from rebalancer.testing.live import live_scenario
 from rebalancer.testing.process import free_port, wait_until
+from rebalancer.testing.scrape import by_label, scrape
 from rebalancer.webhook import webhook_configuration
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -188,16 +188,11 @@ class _Controller:
 
     def figures(self) -> dict[str, dict[str, float]]:
         """cycles_total and evictions_total by result, from the controller's /metrics."""
-        text = requests.get(f"http://127.0.0.1:{self.metrics_port}/metrics", timeout=2).text
-        found: dict[str, dict[str, float]] = {"cycles": {}, "evictions": {}}
-        for family in text_string_to_metric_families(text):
-            for sample in family.samples:
-                if sample.name == "topology_rebalancer_cycles_total":
-                    found["cycles"][sample.labels["result"]] = sample.value
-                if sample.name == "topology_rebalancer_evictions_total":
-                    result = sample.labels["result"]
-                    found["evictions"][result] = found["evictions"].get(result, 0) + sample.value
-        return found
+        samples = scrape(self.metrics_port)
+        return {
+            "cycles": by_label(samples, "topology_rebalancer_cycles_total", "result"),
+            "evictions": by_label(samples, "topology_rebalancer_evictions_total", "result"),
+        }
 
     def stop(self) -> None:
         if self.process is not None and self.process.poll() is None:

@@ -16,7 +16,6 @@ from pathlib import Path
 import pytest
 import requests
 from kubernetes import client
-from prometheus_client.parser import text_string_to_metric_families
 
 from rebalancer.executor import EventRecorder, EvictionExecutor
 from rebalancer.graph import SECONDS_PER_MONTH
@@ -29,6 +28,7 @@ from rebalancer.sources import (
 from rebalancer.testing.cluster import LocalCluster
 from rebalancer.testing.exporter import ClusterTraffic
 from rebalancer.testing.process import free_port, wait_until
+from rebalancer.testing.scrape import scrape, total
 from rebalancer.topology import Domain
 from tests.conftest import LIVE_POLICY_YAML
 from tests.e2e.setups import Setup, split_pair_setup
@@ -184,15 +184,11 @@ def test_run_once_from_the_command_line_logs_json(setup: Setup, tmp_path: Path) 
 
 def _scrape(port: int) -> dict[str, float]:
     """leader and the number of cycles run, from a replica's /metrics."""
-    text = requests.get(f"http://127.0.0.1:{port}/metrics", timeout=2).text
-    figures = {"leader": 0.0, "cycles": 0.0}
-    for family in text_string_to_metric_families(text):
-        for sample in family.samples:
-            if sample.name == "topology_rebalancer_leader":
-                figures["leader"] = sample.value
-            if sample.name == "topology_rebalancer_cycles_total":
-                figures["cycles"] += sample.value
-    return figures
+    samples = scrape(port)
+    return {
+        "leader": total(samples, "topology_rebalancer_leader"),
+        "cycles": total(samples, "topology_rebalancer_cycles_total"),
+    }
 
 
 def test_only_the_leader_acts_and_a_standby_takes_over(setup: Setup, tmp_path: Path) -> None:
@@ -253,22 +249,14 @@ def test_metrics_show_the_true_figures(setup: Setup, tmp_path: Path) -> None:
     )
     url = f"http://127.0.0.1:{port}"
 
-    def scrape() -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
-        text = requests.get(f"{url}/metrics", timeout=2).text
-        return {
-            (s.name, tuple(sorted(s.labels.items()))): s.value
-            for family in text_string_to_metric_families(text)
-            for s in family.samples
-        }
-
     ok_cycles = ("topology_rebalancer_cycles_total", (("result", "ok"),))
     try:
         wait_until(lambda: requests.get(f"{url}/readyz", timeout=2).ok, 60, "readyz")
         assert requests.get(f"{url}/healthz", timeout=2).text == "ok"
         # Ready comes before the first cycle ends (a replica that has not led yet is ready), so
         # the figures are read once a cycle has finished.
-        wait_until(lambda: scrape().get(ok_cycles, 0) >= 1, 60, "a finished cycle")
-        samples = scrape()
+        wait_until(lambda: scrape(port).get(ok_cycles, 0) >= 1, 60, "a finished cycle")
+        samples = scrape(port)
     finally:
         replica.send_signal(signal.SIGTERM)
         replica.wait(timeout=30)

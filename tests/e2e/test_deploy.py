@@ -14,15 +14,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import requests
 import yaml
 from kubernetes import client, config
-from prometheus_client.parser import text_string_to_metric_families
 
 from rebalancer.testing.cluster import LocalCluster, build_binaries
 from rebalancer.testing.deploy import DEPLOY, OVERLAYS, build_overlay, controller_args, kubectl
 from rebalancer.testing.live import live_scenario
 from rebalancer.testing.process import free_port, wait_until
+from rebalancer.testing.scrape import scrape, total
 from tests.conftest import LIVE_POLICY_YAML, split_pair_scenario
 
 pytestmark = pytest.mark.e2e
@@ -113,25 +112,6 @@ def installed(
         assert deleted.returncode == 0, deleted.stderr
 
 
-def _samples(port: int) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
-    text = requests.get(f"http://127.0.0.1:{port}/metrics", timeout=2).text
-    return {
-        (sample.name, tuple(sorted(sample.labels.items()))): sample.value
-        for family in text_string_to_metric_families(text)
-        for sample in family.samples
-    }
-
-
-def _total(
-    samples: dict[tuple[str, tuple[tuple[str, str], ...]], float], name: str, **labels: str
-) -> float:
-    return sum(
-        value
-        for (sample, found), value in samples.items()
-        if sample == name and all((key, v) in found for key, v in labels.items())
-    )
-
-
 def test_the_service_account_runs_a_whole_migrate_cycle(
     cluster: LocalCluster, installed: Path, tmp_path: Path
 ) -> None:
@@ -176,11 +156,11 @@ def test_the_service_account_runs_a_whole_migrate_cycle(
             )
         try:
             wait_until(
-                lambda: _total(_samples(metrics_port), "topology_rebalancer_landings_total") >= 1,
+                lambda: total(scrape(metrics_port), "topology_rebalancer_landings_total") >= 1,
                 120,
                 "an eviction, its replacement and the landing judged",
             )
-            samples = _samples(metrics_port)
+            samples = scrape(metrics_port)
         finally:
             replica.send_signal(signal.SIGTERM)
             replica.wait(timeout=30)
@@ -191,8 +171,8 @@ def test_the_service_account_runs_a_whole_migrate_cycle(
         if "403" in line["message"] or "Forbidden" in line["message"]
     ]
     assert refused == []
-    assert _total(samples, "topology_rebalancer_evictions_total", result="evicted") >= 1
-    assert _total(samples, "topology_rebalancer_landings_total", result="landed-in-target") >= 1
+    assert total(samples, "topology_rebalancer_evictions_total", result="evicted") >= 1
+    assert total(samples, "topology_rebalancer_landings_total", result="landed-in-target") >= 1
     core = client.CoreV1Api(cluster.api_client())
     secret: Any = core.read_namespaced_secret("topology-rebalancer-webhook", NAMESPACE)
     [webhook] = admission.read_mutating_webhook_configuration("topology-rebalancer").webhooks or []
