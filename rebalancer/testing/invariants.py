@@ -77,6 +77,9 @@ class InvariantWatch:
     polls: int = 0
     """Polls that completed, so a watch that never saw the cluster cannot pass for a clean one."""
     failed_polls: list[str] = field(default_factory=list)
+    uids_seen: set[str] = field(default_factory=set)
+    """Every UID of a scenario pod a poll has seen: the pods replaced during a run are those
+    gone by its end."""
     _stop: threading.Event = field(default_factory=threading.Event)
     _thread: threading.Thread | None = None
 
@@ -85,7 +88,12 @@ class InvariantWatch:
         return list_raw("Pod", core.list_pod_for_all_namespaces)
 
     def check_budgets(self) -> None:
-        ready = ready_by_workload(self.scenario, self.pods())
+        pods = self.pods()
+        namespaces = {workload.namespace for workload in self.scenario.workloads}
+        self.uids_seen |= {
+            pod["metadata"]["uid"] for pod in pods if pod["metadata"]["namespace"] in namespaces
+        }
+        ready = ready_by_workload(self.scenario, pods)
         for workload in self.scenario.workloads:
             promised = workload.promised_ready
             if len(ready[workload.key]) < promised:

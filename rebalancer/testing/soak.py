@@ -35,8 +35,6 @@ import requests
 from kubernetes import client
 from urllib3.exceptions import HTTPError
 
-from rebalancer.errors import SourceUnavailableError
-from rebalancer.kube import list_raw
 from rebalancer.planner import PlannerState, RecentMove
 from rebalancer.policy import load_policy
 from rebalancer.scenario import Scenario, load_scenario
@@ -215,7 +213,6 @@ class _World:
     prometheus_windows: list[tuple[float, float, str]] = field(default_factory=list)
     """(start, end, fault) in Unix seconds, as the controller records its moves."""
     moves: dict[tuple[str, str, str, float], RecentMove] = field(default_factory=dict)
-    uids_seen: set[str] = field(default_factory=set)
     active: tuple[float, Callable[[], None]] | None = None
     """The fault in force: when it ends (monotonic seconds), and how to end it."""
     last_restart: float = -APISERVER_RESTART_GAP_SECONDS
@@ -258,8 +255,8 @@ class _World:
             self.active[1]()
             self.active = None
 
-    def observe(self, scenario: Scenario) -> None:
-        """Remember every move the controller has recorded, and every scenario pod seen."""
+    def observe(self) -> None:
+        """Remember every move the controller has recorded."""
         core = client.CoreV1Api(self.cluster.api_client())
         try:
             config_map: Any = core.read_namespaced_config_map(STATE, NAMESPACE)
@@ -268,13 +265,8 @@ class _World:
                 for move in PlannerState.model_validate_json(text).recent_moves:
                     key = (move.workload, json.dumps(move.left), json.dumps(move.entered), move.at)
                     self.moves[key] = move
-            pods = list_raw("Pod", core.list_pod_for_all_namespaces)
-        except (client.ApiException, HTTPError, SourceUnavailableError, OSError, ValueError):
+        except (client.ApiException, HTTPError, OSError, ValueError):
             return  # the API server is down by design now and then; the next poll catches up
-        namespaces = {w.namespace for w in scenario.workloads}
-        self.uids_seen |= {
-            pod["metadata"]["uid"] for pod in pods if pod["metadata"]["namespace"] in namespaces
-        }
 
 
 def _controller_argv(
@@ -326,7 +318,7 @@ def run_soak(settings: SoakSettings, workdir: Path) -> SoakSummary:
                 while (elapsed := time.monotonic() - started) < settings.seconds:
                     truth.scenario = scenario.in_phase(int(elapsed // settings.phase_seconds))
                     controller.supervise()
-                    world.observe(scenario)
+                    world.observe()
                     sample = controller.rss_mib()
                     if sample is not None:
                         rss.append((elapsed, sample))
@@ -340,7 +332,7 @@ def run_soak(settings: SoakSettings, workdir: Path) -> SoakSummary:
                     time.sleep(1.0)
                 world.end_fault(now=True)
                 not_back = _wait_back(cluster, scenario, watch, settings.settle_seconds)
-                world.observe(scenario)
+                world.observe()
                 figures = controller.figures()
                 final_uids = {pod["metadata"]["uid"] for pod in watch.pods()}
             finally:
@@ -351,7 +343,7 @@ def run_soak(settings: SoakSettings, workdir: Path) -> SoakSummary:
         seconds=settings.seconds,
         cycles=figures["cycles"],
         evictions=figures["evictions"],
-        pods_replaced=len(world.uids_seen - final_uids),
+        pods_replaced=len(watch.uids_seen - final_uids),
         faults=dict(sorted(world.faults.items())),
         pdb_violations=list(watch.pdb_violations),
         acted_on_faulty_data=acted_on_faults(world.moves.values(), world.prometheus_windows),
