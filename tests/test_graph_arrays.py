@@ -1,0 +1,77 @@
+"""The graph as arrays against the per-pod loops it replaces, on a cluster where some nodes lack
+a level's label, so some pods' domains are unknown from a level down."""
+
+from __future__ import annotations
+
+import itertools
+import random
+
+import numpy as np
+import pytest
+
+from rebalancer.engine import build_view
+from rebalancer.graph import Tally
+from rebalancer.testing import builders as b
+from rebalancer.topology import Domain, first_split
+from strategies.base import ClusterView
+from tests.conftest import grid_nodes, make_policy, snapshot_of, traffic_of
+
+
+def _view() -> ClusterView:
+    nodes = [
+        *grid_nodes(zones="ab", racks=2, per_rack=2),
+        b.node("node-no-rack", zone="a"),
+        b.node("node-no-zone", rack="r1"),
+    ]
+    pods = [
+        pod
+        for index, node in enumerate(nodes)
+        for pod in b.deployment_pods(f"app{index % 3}", [node["metadata"]["name"]] * 2)
+    ]
+    snapshot = snapshot_of([*nodes, *pods])
+    chance = random.Random(7)
+    rates = {
+        pair: chance.uniform(0.5, 50)
+        for pair in itertools.combinations(sorted(snapshot.pods), 2)
+        if chance.random() < 0.4
+    }
+    view = build_view(make_policy(), snapshot, traffic_of(rates))
+    assert any(None in location for location in view.cost.locations.values())
+    return view
+
+
+def test_domain_numbers_give_first_split_of_every_pair() -> None:
+    cost = _view().cost
+    arrays = cost.arrays
+    splits = arrays.splits(cost.domain_ids(), arrays.source, arrays.target)
+    expected = [
+        first_split(cost.locations[arrays.pods[a]], cost.locations[arrays.pods[z]])
+        for a, z in zip(arrays.source.tolist(), arrays.target.tolist(), strict=True)
+    ]
+    assert splits.tolist() == expected
+
+
+def test_array_gains_and_costs_are_those_of_worth_for_every_pod_and_domain() -> None:
+    cost = _view().cost
+    numbers = cost.domain_ids()
+    pods = np.arange(len(cost.arrays.pods))
+    for number, key in enumerate(numbers.keys):
+        target = Domain(len(key) - 1, key)
+        gains, costs = cost.gains_and_costs(numbers, pods, np.full(len(pods), number), target.level)
+        for pod, gain, now in zip(cost.arrays.pods, gains.tolist(), costs.tolist(), strict=True):
+            worth = cost.worth({pod: target})
+            assert (gain, now) == pytest.approx((worth.gain, worth.cost), rel=1e-12, abs=1e-12)
+
+
+def test_the_array_tally_is_a_pair_by_pair_count_with_unknown_domains() -> None:
+    view = _view()
+    tally = view.cost.tally(view.snapshot)
+    counted = Tally(tally.weights, tally.names)
+    for a, z, rate in view.cost.edges():
+        counted.count(a, z, rate, first_split(view.cost.locations[a], view.cost.locations[z]), 1)
+    assert (tally.split_at, tally.total, tally.weighted) == (
+        counted.split_at,
+        counted.total,
+        counted.weighted,
+    )
+    assert list(tally.pairs.items()) == list(counted.pairs.items())
