@@ -1,51 +1,80 @@
-"""Against a real Prometheus scraping a Hubble-style exporter: the plan follows the true traffic,
-and with Prometheus gone nothing is planned and the exit code says why."""
+"""Against a real Prometheus scraping a Hubble-style or an Istio-style exporter: the plan follows
+the true traffic, and with Prometheus gone nothing is planned and the exit code says why."""
 
 from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 
 from rebalancer.cli import main
 from rebalancer.testing import builders as b
-from rebalancer.testing.exporter import FlowCounters, serve
+from rebalancer.testing.exporter import (
+    HUBBLE_FLOWS,
+    ISTIO_TCP_SENT,
+    FlowCounters,
+    FlowMetric,
+    Pair,
+    serve,
+)
 from rebalancer.testing.prometheus import PrometheusServer
 from tests.conftest import LIVE_POLICY_YAML, all_pairs, grid_nodes, pod_keys, snapshot_of
 
 pytestmark = pytest.mark.integration
 
 
+CLIENTS_AND_SERVERS = [
+    *grid_nodes(),
+    *b.deployment_pods("client", ["node-a11", "node-a12", "node-a21"]),
+    *b.deployment_pods("server", ["node-b11", "node-b12", "node-b21"]),
+]
+
+
+@contextmanager
+def watched(
+    workdir: Path, objects: list[b.Obj], source: str, rates: dict[Pair, float], metric: FlowMetric
+) -> Iterator[tuple[Path, Path, str]]:
+    """The policy and snapshot files, and the URL of a Prometheus that has scraped the exporter
+    of these rates for a whole rate() window: rate() divides by the whole window, so it is true
+    only once the window is full."""
+    snapshot_file = workdir / "snapshot.json"
+    snapshot_file.write_text(json.dumps(b.k8s_list(objects)))
+    policy_file = workdir / "policy.yaml"
+    policy_file.write_text(LIVE_POLICY_YAML.replace("source: hubble", f"source: {source}"))
+    with serve(FlowCounters(lambda: rates, metric)) as target:
+        server = PrometheusServer(workdir, [target])
+        try:
+            server.wait_ready()
+            server.wait_for(f"count_over_time({metric.name}_total[10s]) >= 10", len(rates))
+            yield policy_file, snapshot_file, server.url
+        finally:
+            server.stop()
+
+
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, Path, str]]:
     """Clients in zone a talking to servers in zone b, a quiet pair, and Prometheus watching."""
-    workdir = tmp_path_factory.mktemp("prometheus")
-    objects = [
-        *grid_nodes(),
-        *b.deployment_pods("client", ["node-a11", "node-a12", "node-a21"]),
-        *b.deployment_pods("server", ["node-b11", "node-b12", "node-b21"]),
-        *b.deployment_pods("quiet", ["node-a22", "node-b22"]),
-    ]
+    objects = [*CLIENTS_AND_SERVERS, *b.deployment_pods("quiet", ["node-a22", "node-b22"])]
     snapshot = snapshot_of(objects)
     rates = all_pairs(pod_keys(snapshot, "client"), pod_keys(snapshot, "server"), 20.0)
     quiet = pod_keys(snapshot, "quiet")
     rates[(quiet[0], quiet[1])] = 0.05
     rates[("default/deleted-pod-1", quiet[0])] = 5.0  # a pod that is gone from the cluster
-    snapshot_file = workdir / "snapshot.json"
-    snapshot_file.write_text(json.dumps(b.k8s_list(objects)))
-    policy_file = workdir / "policy.yaml"
-    policy_file.write_text(LIVE_POLICY_YAML)
-    with serve(FlowCounters(lambda: rates)) as target:
-        server = PrometheusServer(workdir, [target])
-        try:
-            server.wait_ready()
-            # rate() divides by the whole window, so it is true only once the window is full
-            server.wait_for("count_over_time(hubble_flows_processed_total[10s]) >= 10", len(rates))
-            yield policy_file, snapshot_file, server.url
-        finally:
-            server.stop()
+    workdir = tmp_path_factory.mktemp("prometheus")
+    with watched(workdir, objects, "hubble", rates, HUBBLE_FLOWS) as files:
+        yield files
+
+
+@pytest.fixture(scope="module")
+def istio_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, Path, str]]:
+    """The same clients and servers, with traffic that Istio's proxies report per workload."""
+    rates = {("default/client", "default/server"): 180.0, ("default/gone", "default/server"): 5.0}
+    workdir = tmp_path_factory.mktemp("prometheus-istio")
+    with watched(workdir, CLIENTS_AND_SERVERS, "istio", rates, ISTIO_TCP_SENT) as files:
+        yield files
 
 
 def plan(
@@ -68,10 +97,23 @@ def plan(
     return code, json.loads(out), err
 
 
+@pytest.mark.parametrize(
+    ("watched_cluster", "traffic"),
+    [
+        ("cluster", {"series": 11, "unmatched": {"unknown-pod": 1}}),
+        ("istio_cluster", {"series": 2, "unmatched": {"unknown-workload": 1}}),
+    ],
+)
 def test_plan_reads_real_prometheus_and_moves_the_split_pair(
-    cluster: tuple[Path, Path, str], capsys: pytest.CaptureFixture[str]
+    watched_cluster: str,
+    traffic: dict[str, object],
+    request: pytest.FixtureRequest,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
-    policy, snapshot, url = cluster
+    """9 pod pairs at 20 a second, all crossing zones, as the exporter says: one series each
+    from Hubble (the quiet pair is dropped), or 180 bytes/s between the two workloads from
+    Istio, split over their pods."""
+    policy, snapshot, url = request.getfixturevalue(watched_cluster)
     code, document, _err = plan(policy, snapshot, url, capsys)
     assert code == 0
     moves = document["moves"]
@@ -79,11 +121,11 @@ def test_plan_reads_real_prometheus_and_moves_the_split_pair(
     for move in moves:
         assert move["pod"].startswith(("default/client", "default/server"))
         assert move["from"]["zone"] != move["to"]["zone"]
-    figures = document["figures"]
-    assert isinstance(figures, dict)
-    # 9 pairs at 20 flows/s, all crossing zones, as the exporter says; the quiet pair is dropped
+    figures, predicted = document["figures"], document["predicted"]
+    assert isinstance(figures, dict) and isinstance(predicted, dict)
     assert figures["crossing"]["zone"] == pytest.approx(180.0, rel=0.05)
-    assert document["traffic"] == {"series": 11, "unmatched": {"unknown-pod": 1}}
+    assert predicted["crossing"]["zone"] < figures["crossing"]["zone"]
+    assert document["traffic"] == traffic
 
 
 def test_with_prometheus_stopped_nothing_is_planned_and_exit_is_3(

@@ -1,4 +1,5 @@
-"""A synthetic Hubble: `hubble_flows_processed_total` per pod pair, for the pods running now.
+"""A synthetic Hubble: `hubble_flows_processed_total` per pod pair, for the pods running now; or
+a synthetic Istio: `istio_tcp_sent_bytes_total` per workload pair.
 
 This is the tests' ground truth of who talks to whom. Counters grow at the rate the scenario's
 traffic model gives for the current placement, integrated between scrapes, so Prometheus' rate()
@@ -14,6 +15,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 from kubernetes import client, config
@@ -26,22 +28,56 @@ from rebalancer.kube import list_raw
 from rebalancer.scenario import LEVEL_LABELS, PlacedPod, Scenario, load_scenario, pair_rates
 
 Pair = tuple[str, str]
-HUBBLE_LABELS = [
-    "source_namespace",
-    "source_pod",
-    "destination_namespace",
-    "destination_pod",
-    "type",
-    "verdict",
-    "traffic_direction",
-]
+"""Source and destination, each "namespace/name" of a pod (Hubble) or a workload (Istio)."""
+
+
+@dataclass(frozen=True)
+class FlowMetric:
+    """How a counter family names a pair."""
+
+    name: str
+    documentation: str
+    labels: list[str]
+    label_values: Callable[[str, str, str, str], list[str]]
+    """Source namespace and name, destination namespace and name -> the labels' values."""
+
+
+HUBBLE_FLOWS = FlowMetric(
+    "hubble_flows_processed",
+    "Total number of flows processed",
+    [
+        "source_namespace",
+        "source_pod",
+        "destination_namespace",
+        "destination_pod",
+        "type",
+        "verdict",
+        "traffic_direction",
+    ],
+    lambda *endpoints: [*endpoints, "L3_L4", "FORWARDED", "egress"],
+)
+ISTIO_TCP_SENT = FlowMetric(
+    "istio_tcp_sent_bytes",
+    "Size of total bytes sent during response in case of a TCP connection",
+    [
+        "reporter",
+        "source_workload_namespace",
+        "source_workload",
+        "destination_workload_namespace",
+        "destination_workload",
+    ],
+    lambda *endpoints: ["source", *endpoints],
+)
 
 
 class FlowCounters(Collector):
     """Counters that grow at `rates()` (read again after every scrape) between scrapes."""
 
-    def __init__(self, rates: Callable[[], Mapping[Pair, float]]) -> None:
+    def __init__(
+        self, rates: Callable[[], Mapping[Pair, float]], metric: FlowMetric = HUBBLE_FLOWS
+    ) -> None:
         self._rates_now = rates
+        self._metric = metric
         self._lock = threading.Lock()
         self._counters: dict[Pair, float] = {}
         self._rates: Mapping[Pair, float] = rates()
@@ -58,22 +94,15 @@ class FlowCounters(Collector):
                 # the pods go on talking at the rates last known.
                 self._rates = self._rates_now()
             live = {pair: self._counters.get(pair, 0.0) for pair in self._rates}
-        family = CounterMetricFamily(
-            "hubble_flows_processed", "Total number of flows processed", labels=HUBBLE_LABELS
-        )
+        metric = self._metric
+        family = CounterMetricFamily(metric.name, metric.documentation, labels=metric.labels)
         for (source, destination), value in sorted(live.items()):
-            source_namespace, _, source_pod = source.partition("/")
-            destination_namespace, _, destination_pod = destination.partition("/")
+            source_namespace, _, source_name = source.partition("/")
+            destination_namespace, _, destination_name = destination.partition("/")
             family.add_metric(
-                [
-                    source_namespace,
-                    source_pod,
-                    destination_namespace,
-                    destination_pod,
-                    "L3_L4",
-                    "FORWARDED",
-                    "egress",
-                ],
+                metric.label_values(
+                    source_namespace, source_name, destination_namespace, destination_name
+                ),
                 value,
             )
         yield family
