@@ -13,12 +13,13 @@ from dataclasses import dataclass
 from typing import Literal
 
 from rebalancer.fit import Occupancy
-from rebalancer.graph import CostModel, EdgeArrays, build_peers
+from rebalancer.graph import CostModel, EdgeArrays, PodCostModel, build_peers
 from rebalancer.planner import Plan, PlannerState, plan
 from rebalancer.policy import Policy
 from rebalancer.snapshot import Snapshot
 from rebalancer.topology import Topology
-from rebalancer.traffic import PodTraffic, TrafficFailure
+from rebalancer.traffic import Traffic, TrafficFailure, WorkloadTraffic
+from rebalancer.workload_graph import WorkloadCostModel
 from strategies.base import Candidate, ClusterView
 from strategies.registry import STRATEGIES
 
@@ -33,7 +34,7 @@ class CycleOutcome:
     """The state to carry into the next cycle (streaks advanced; cooldowns are the executor's)."""
     plan: Plan | None = None
     failure: TrafficFailure | None = None
-    traffic: PodTraffic | None = None
+    traffic: Traffic | None = None
 
 
 @contextmanager
@@ -59,15 +60,21 @@ def topology_of(policy: Policy, snapshot: Snapshot) -> Topology:
     )
 
 
-def build_view(policy: Policy, snapshot: Snapshot, traffic: PodTraffic) -> ClusterView:
+def build_view(policy: Policy, snapshot: Snapshot, traffic: Traffic) -> ClusterView:
     topology = topology_of(policy, snapshot)
     locations = {
         pod.key: topology.node_locations[pod.node_name]
         for pod in snapshot.pods.values()
         if pod.node_name in topology.node_locations
     }
-    peers = build_peers(traffic.rates, locations, policy.thresholds.min_pair_rate)
-    cost = CostModel(peers, EdgeArrays.of(peers), topology, {pod: locations[pod] for pod in peers})
+    min_pair_rate = policy.thresholds.min_pair_rate
+    cost: CostModel
+    if isinstance(traffic, WorkloadTraffic):
+        cost = WorkloadCostModel.of(traffic, topology, locations, min_pair_rate)
+    else:
+        peers = build_peers(traffic.rates, locations, min_pair_rate)
+        arrays = EdgeArrays.of(peers)
+        cost = PodCostModel(peers, arrays, topology, {pod: locations[pod] for pod in peers})
     return ClusterView(snapshot, topology, cost, Occupancy.from_snapshot(snapshot))
 
 
@@ -82,7 +89,7 @@ def propose(policy: Policy, view: ClusterView) -> list[Candidate]:
 def plan_cycle(
     policy: Policy,
     snapshot: Snapshot,
-    traffic: PodTraffic | TrafficFailure,
+    traffic: Traffic | TrafficFailure,
     state: PlannerState,
     *,
     now: float,

@@ -8,11 +8,12 @@ last digit on what a placement costs: a gain the planner counts is exactly the d
 from __future__ import annotations
 
 import functools
+from abc import ABC, abstractmethod
 from collections import defaultdict
-from collections.abc import Iterator, Mapping
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import chain
-from typing import cast
+from typing import NamedTuple, Protocol, Self, cast
 
 import networkx as nx
 import numpy as np
@@ -100,7 +101,8 @@ class EdgeArrays:
     target: Indices
     rate: Floats
     once: npt.NDArray[np.bool_]
-    """The direction `CostModel.edges` yields each pair in: from the pod whose key sorts first."""
+    """The direction `PodCostModel.edges` yields each pair in: from the pod whose key sorts
+    first."""
 
     @classmethod
     def of(cls, peers: Mapping[str, Mapping[str, float]]) -> EdgeArrays:
@@ -159,9 +161,115 @@ class Worth:
     """What the moving pods cost now: a gain is judged as a share of it."""
 
 
+class HeavyDomain(NamedTuple):
+    """A domain holding much of a pod's traffic, as split-peers looks for them."""
+
+    pod: str
+    level: int
+    weight: float
+    """The pod's traffic to peers in the domain."""
+    share: float
+    key: DomainKey
+    gain: float
+    """What moving the pod alone into the domain saves."""
+
+
+class CostModel(Protocol):
+    """Pod locations and the cost they imply; the planner moves pods in a copy to predict the
+    result. Pod traffic is held pair by pair (PodCostModel), workload traffic workload pair by
+    workload pair (WorkloadCostModel), to the same figures: strategies and the planner read both
+    alike."""
+
+    topology: Topology
+    locations: dict[str, Location]
+    """Every pod with traffic, where it is (or, once moved, what is known of where it goes)."""
+    moved: dict[str, Domain]
+
+    @property
+    def peers(self) -> Mapping[str, Mapping[str, float]]:
+        """Pod -> peer -> rate."""
+
+    @property
+    def graph(self) -> nx.Graph[str]:
+        """The graph in networkx, for its algorithms (Louvain)."""
+
+    def edge_count(self) -> int: ...
+
+    def gain(self, pod: str, target: Domain) -> float:
+        """Cost saved by moving `pod` into `target`, assuming nothing below the target's level."""
+
+    def worth(self, targets: Mapping[str, Domain]) -> Worth:
+        """What moving these pods at once saves, and what they cost now."""
+
+    def joint_gain(self, targets: Mapping[str, Domain]) -> float:
+        """Cost saved by moving several pods at once; traffic between two of them counts once."""
+
+    def worths_alone(self, moves: Sequence[tuple[str, Domain]]) -> list[Worth | None]:
+        """`worth` of each move of one pod on this model as it is, for many at once; None where
+        it is left to `worth`."""
+
+    def heavy_domains(self, levels: range, min_share: float) -> list[HeavyDomain]:
+        """Every pod and domain at these levels holding at least `min_share` of the pod's
+        traffic, and more of it than the pod's own domain there."""
+
+    def group_traffic(self, members: Collection[str]) -> tuple[float, float]:
+        """The traffic among these pods, each pair once, and between them and all others."""
+
+    def untouched(self, pod: str) -> bool:
+        """Whether the pod's cost is as it was before any move in this model."""
+
+    def move(self, pod: str, target: Domain) -> None: ...
+
+    def copy(self) -> Self:
+        """A model to move pods in, leaving this one as it is."""
+
+    def tally(self, snapshot: Snapshot) -> Tally:
+        """The sums behind the figures, over every pair."""
+
+    def retally(self, tally: Tally, original: Self) -> Tally:
+        """`tally` of the `original` model, changed to this copy of it by re-counting only what
+        the moves since changed: a plan's figures without a second pass over the whole graph."""
+
+    def figures(self, snapshot: Snapshot, price: Price) -> Figures: ...
+
+
+class PodPricing(ABC):
+    """A move's gain and worth, the same for both models, from what one pod costs."""
+
+    topology: Topology
+
+    @abstractmethod
+    def pod_cost(self, pod: str, location: Location | None = None) -> float:
+        """What the pod's traffic costs where it is, or at `location`."""
+
+    @abstractmethod
+    def _several_gain(self, targets: Mapping[str, Domain]) -> float:
+        """`joint_gain` of two pods or more."""
+
+    def gain(self, pod: str, target: Domain) -> float:
+        """Cost saved by moving `pod` into `target`, assuming nothing below the target's level."""
+        return self.pod_cost(pod) - self.pod_cost(pod, self.topology.location_within(target))
+
+    def worth(self, targets: Mapping[str, Domain]) -> Worth:
+        """What moving these pods saves, and what they cost now, from one pass when one pod moves:
+        the planner judges every candidate by both."""
+        if len(targets) == 1:
+            ((pod, target),) = targets.items()
+            now = self.pod_cost(pod)
+            return Worth(now - self.pod_cost(pod, self.topology.location_within(target)), now)
+        return Worth(self.joint_gain(targets), sum(self.pod_cost(pod) for pod in targets))
+
+    def joint_gain(self, targets: Mapping[str, Domain]) -> float:
+        """Cost saved by moving several pods at once; traffic between two of them counts once."""
+        if len(targets) == 1:
+            ((pod, target),) = targets.items()
+            return self.gain(pod, target)
+        return self._several_gain(targets)
+
+
 @dataclass
-class CostModel:
-    """Pod locations and the cost they imply; the planner moves pods in it to predict the result."""
+class PodCostModel(PodPricing):
+    """Pod traffic held pair by pair."""
 
     peers: dict[str, dict[str, float]]
     """Pod -> peer -> rate (see build_peers); shared, never changed, by the model's copies."""
@@ -190,16 +298,13 @@ class CostModel:
         return sum(len(rates) for rates in self.peers.values()) // 2
 
     def pod_cost(self, pod: str, location: Location | None = None) -> float:
+        """Pair by pair."""
         here = self.locations[pod] if location is None else location
         locations, weights = self.locations, self._split_weights
         return sum(
             rate * weights[first_split(here, locations[peer])]
             for peer, rate in self.peers[pod].items()
         )
-
-    def gain(self, pod: str, target: Domain) -> float:
-        """Cost saved by moving `pod` into `target`, assuming nothing below the target's level."""
-        return self.pod_cost(pod) - self.pod_cost(pod, self.topology.location_within(target))
 
     def gains_and_costs(
         self, numbers: DomainNumbers, pods: Indices, domains: Indices, level: int
@@ -228,25 +333,82 @@ class CostModel:
         now = group_sums(row, rate * weights[arrays.splits(numbers, pods[row], peer)], len(pods))
         return now - group_sums(row, rate * weights[shared_after], len(pods)), now
 
+    def worths_alone(self, moves: Sequence[tuple[str, Domain]]) -> list[Worth | None]:
+        """In numpy, level by level (see gains_and_costs). A target where no pod of the graph
+        is (no number) is left to `worth`."""
+        numbers = self.domain_ids()
+        numbered = {key: number for number, key in enumerate(numbers.keys)}
+        rows: dict[int, list[tuple[int, int, int]]] = {}
+        for position, (pod, target) in enumerate(moves):
+            pod_number, domain = self.arrays.index.get(pod), numbered.get(target.key)
+            if pod_number is not None and domain is not None:
+                rows.setdefault(target.level, []).append((position, pod_number, domain))
+        judged: list[Worth | None] = [None] * len(moves)
+        for level, at_level in rows.items():
+            positions, pods, domains = np.array(at_level, np.int64).T
+            gains, costs = self.gains_and_costs(numbers, pods, domains, level)
+            for position, gain, now in zip(
+                positions.tolist(), gains.tolist(), costs.tolist(), strict=True
+            ):
+                judged[position] = Worth(gain, now)
+        return judged
+
+    def heavy_domains(self, levels: range, min_share: float) -> list[HeavyDomain]:
+        """From one numpy pass over every pair per level: summing per domain in a Python loop
+        over every pod's peers took seconds at a million pairs."""
+        numbers = self.domain_ids()
+        total = self.arrays.traffic_per_pod()
+        return [row for level in levels for row in self._heavy_at(numbers, total, level, min_share)]
+
+    def _heavy_at(
+        self, numbers: DomainNumbers, total: Floats, level: int, min_share: float
+    ) -> list[HeavyDomain]:
+        arrays, of_pod = self.arrays, numbers.of_pod[level]
+        peer_domain = of_pod[arrays.target]
+        known = peer_domain >= 0  # peers whose domain is unknown count only in the total
+        if not known.any():
+            return []
+        width = len(numbers.keys)
+        found, position = np.unique(
+            arrays.source[known] * width + peer_domain[known], return_inverse=True
+        )
+        weight = group_sums(position, arrays.rate[known], len(found))
+        pod, domain = found // width, found % width
+        own = of_pod[pod]
+        at_home = domain == own
+        local = np.zeros(len(arrays.pods))
+        local[pod[at_home]] = weight[at_home]
+        share = weight / total[pod]
+        chosen = (own >= 0) & ~at_home & (share >= min_share) & (weight > local[pod])
+        gain, _cost = self.gains_and_costs(numbers, pod[chosen], domain[chosen], level)
+        return [
+            HeavyDomain(arrays.pods[p], level, w, s, numbers.keys[d], g)
+            for p, w, s, d, g in zip(
+                pod[chosen].tolist(),
+                weight[chosen].tolist(),
+                share[chosen].tolist(),
+                domain[chosen].tolist(),
+                gain.tolist(),
+                strict=True,
+            )
+        ]
+
+    def group_traffic(self, members: Collection[str]) -> tuple[float, float]:
+        internal = external = 0.0
+        for pod in members:
+            for peer, rate in self.peers[pod].items():
+                if peer in members:
+                    internal += rate / 2  # each internal pair is met from both ends
+                else:
+                    external += rate
+        return internal, external
+
     def untouched(self, pod: str) -> bool:
         """Whether the pod's cost is as it was before any move in this model: neither it nor
         any of its peers has moved."""
         return pod not in self.moved and self.moved.keys().isdisjoint(self.peers[pod].keys())
 
-    def worth(self, targets: Mapping[str, Domain]) -> Worth:
-        """What moving these pods saves, and what they cost now, from one pass when one pod moves:
-        the planner judges every candidate by both."""
-        if len(targets) == 1:
-            ((pod, target),) = targets.items()
-            now = self.pod_cost(pod)
-            return Worth(now - self.pod_cost(pod, self.topology.location_within(target)), now)
-        return Worth(self.joint_gain(targets), sum(self.pod_cost(pod) for pod in targets))
-
-    def joint_gain(self, targets: Mapping[str, Domain]) -> float:
-        """Cost saved by moving several pods at once; traffic between two of them counts once."""
-        if len(targets) == 1:
-            ((pod, target),) = targets.items()
-            return self.gain(pod, target)
+    def _several_gain(self, targets: Mapping[str, Domain]) -> float:
         planned = {pod: self.topology.location_within(d) for pod, d in targets.items()}
         saved = 0.0
         for pod, after in planned.items():
@@ -269,8 +431,8 @@ class CostModel:
         self.locations[pod] = self.topology.location_within(target)
         self.moved[pod] = target
 
-    def copy(self) -> CostModel:
-        return CostModel(
+    def copy(self) -> PodCostModel:
+        return PodCostModel(
             self.peers, self.arrays, self.topology, dict(self.locations), dict(self.moved)
         )
 
@@ -313,9 +475,8 @@ class CostModel:
             },
         )
 
-    def retally(self, tally: Tally, original: CostModel) -> Tally:
-        """`tally` of the `original` model, changed to this one by re-counting only the pairs of
-        the pods moved since: a plan's figures without a second pass over the whole graph."""
+    def retally(self, tally: Tally, original: PodCostModel) -> Tally:
+        """Re-counts the pairs of the pods moved since `original`."""
         changed = tally.copy()
         for pod in self.moved:
             for peer, rate in self.peers[pod].items():

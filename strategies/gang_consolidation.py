@@ -68,14 +68,7 @@ class GangConsolidation:
         return candidates
 
     def _tight(self, view: ClusterView, members: list[str]) -> bool:
-        inside = set(members)
-        internal = external = 0.0
-        for pod in members:
-            for peer, rate in view.cost.peers[pod].items():
-                if peer in inside:
-                    internal += rate / 2  # each internal edge is seen from both ends
-                else:
-                    external += rate
+        internal, external = view.cost.group_traffic(set(members))
         total = internal + external
         return total > 0 and internal / total >= self.args.min_internal_share
 

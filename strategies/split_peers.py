@@ -15,15 +15,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from itertools import groupby
-from typing import Annotated, NamedTuple
+from typing import Annotated
 
-import numpy as np
 from pydantic import Field
 
 from rebalancer.fit import rejection
-from rebalancer.graph import CostModel, DomainNumbers, Floats, group_sums
+from rebalancer.graph import HeavyDomain
 from rebalancer.snapshot import Pod
-from rebalancer.topology import Domain, DomainKey
+from rebalancer.topology import Domain
 from strategies.base import Candidate, ClusterView, Strategy, StrategyArgs
 
 PLUGIN_NAME = "split-peers"
@@ -50,16 +49,6 @@ class SplitPeersArgs(StrategyArgs):
         return []
 
 
-class _Holding(NamedTuple):
-    pod: str
-    level: int
-    weight: float
-    """The pod's traffic to peers in the domain."""
-    share: float
-    key: DomainKey
-    gain: float
-
-
 class SplitPeers:
     name = PLUGIN_NAME
 
@@ -67,14 +56,10 @@ class SplitPeers:
         self.args = args
 
     def propose(self, view: ClusterView) -> list[Candidate]:
-        topology, cost = view.topology, view.cost
+        topology = view.topology
         widest = topology.level_index(self.args.level)
         finest = topology.level_index(self.args.down_to or self.args.level)
-        numbers = cost.domain_ids()
-        total = cost.arrays.traffic_per_pod()
-        holding: list[_Holding] = []
-        for level in range(widest, finest + 1):
-            holding += self._holding(cost, numbers, total, level)
+        holding = view.cost.heavy_domains(range(widest, finest + 1), self.args.min_share)
         holding.sort(key=lambda row: (row.pod, row.level, -row.weight, row.key))
         return [
             candidate
@@ -82,50 +67,14 @@ class SplitPeers:
             for candidate in self._at_level(view, pod, level, list(rows))
         ]
 
-    def _holding(
-        self, cost: CostModel, numbers: DomainNumbers, total: Floats, level: int
-    ) -> list[_Holding]:
-        """Every pod and domain at `level` holding at least `min_share` of the pod's traffic,
-        and more of it than the pod's own domain, from one numpy pass over every pair: summing
-        per domain was this strategy's whole cost, a Python loop over every pod's peers."""
-        arrays, of_pod = cost.arrays, numbers.of_pod[level]
-        peer_domain = of_pod[arrays.target]
-        known = peer_domain >= 0  # peers whose domain is unknown count only in the total
-        if not known.any():
-            return []
-        width = len(numbers.keys)
-        found, position = np.unique(
-            arrays.source[known] * width + peer_domain[known], return_inverse=True
-        )
-        weight = group_sums(position, arrays.rate[known], len(found))
-        pod, domain = found // width, found % width
-        own = of_pod[pod]
-        at_home = domain == own
-        local = np.zeros(len(arrays.pods))
-        local[pod[at_home]] = weight[at_home]
-        share = weight / total[pod]
-        chosen = (own >= 0) & ~at_home & (share >= self.args.min_share) & (weight > local[pod])
-        gain, _cost = cost.gains_and_costs(numbers, pod[chosen], domain[chosen], level)
-        return [
-            _Holding(cost.arrays.pods[p], level, w, s, numbers.keys[d], g)
-            for p, w, s, d, g in zip(
-                pod[chosen].tolist(),
-                weight[chosen].tolist(),
-                share[chosen].tolist(),
-                domain[chosen].tolist(),
-                gain.tolist(),
-                strict=True,
-            )
-        ]
-
     def _at_level(
-        self, view: ClusterView, pod: str, level: int, holding: list[_Holding]
+        self, view: ClusterView, pod: str, level: int, holding: list[HeavyDomain]
     ) -> list[Candidate]:
         """Candidates into the domains holding the pod's traffic, heaviest first: every one that
         holds the share, not just the heaviest, as at a 50/50 split the other may have room."""
         topology, cost = view.topology, view.cost
         here = topology.domain_of(cost.locations[pod], level)
-        assert here is not None  # a pod in an unknown domain holds nothing (see _holding)
+        assert here is not None  # a pod in an unknown domain holds nothing (see heavy_domains)
         level_name = topology.levels[level].name
         candidates = []
         for row in holding:

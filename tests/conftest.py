@@ -6,6 +6,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from rebalancer.engine import build_view, propose
+from rebalancer.graph import PodCostModel
 from rebalancer.planner import Plan, PlannerState, plan
 from rebalancer.policy import Policy
 from rebalancer.scenario import Scenario, parse_scenario
@@ -92,6 +93,12 @@ def traffic_of(rates: dict[tuple[str, str], float]) -> PodTraffic:
         pair = (x, y) if x < y else (y, x)
         traffic.rates[pair] = traffic.rates.get(pair, 0.0) + rate
     return traffic
+
+
+def pod_pairs_of(view: ClusterView) -> PodCostModel:
+    """The view's cost model, which pod traffic holds pair by pair."""
+    assert isinstance(view.cost, PodCostModel)
+    return view.cost
 
 
 def all_pairs(

@@ -14,7 +14,7 @@ from rebalancer.graph import Tally
 from rebalancer.testing import builders as b
 from rebalancer.topology import Domain, first_split
 from strategies.base import ClusterView
-from tests.conftest import grid_nodes, make_policy, snapshot_of, traffic_of
+from tests.conftest import grid_nodes, make_policy, pod_pairs_of, snapshot_of, traffic_of
 
 
 def _view() -> ClusterView:
@@ -41,7 +41,7 @@ def _view() -> ClusterView:
 
 
 def test_domain_numbers_give_first_split_of_every_pair() -> None:
-    cost = _view().cost
+    cost = pod_pairs_of(_view())
     arrays = cost.arrays
     splits = arrays.splits(cost.domain_ids(), arrays.source, arrays.target)
     expected = [
@@ -52,7 +52,7 @@ def test_domain_numbers_give_first_split_of_every_pair() -> None:
 
 
 def test_array_gains_and_costs_are_those_of_worth_for_every_pod_and_domain() -> None:
-    cost = _view().cost
+    cost = pod_pairs_of(_view())
     numbers = cost.domain_ids()
     pods = np.arange(len(cost.arrays.pods))
     for number, key in enumerate(numbers.keys):
@@ -65,10 +65,11 @@ def test_array_gains_and_costs_are_those_of_worth_for_every_pod_and_domain() -> 
 
 def test_the_array_tally_is_a_pair_by_pair_count_with_unknown_domains() -> None:
     view = _view()
-    tally = view.cost.tally(view.snapshot)
+    cost = pod_pairs_of(view)
+    tally = cost.tally(view.snapshot)
     counted = Tally(tally.weights, tally.names)
-    for a, z, rate in view.cost.edges():
-        counted.count(a, z, rate, first_split(view.cost.locations[a], view.cost.locations[z]), 1)
+    for a, z, rate in cost.edges():
+        counted.count(a, z, rate, first_split(cost.locations[a], cost.locations[z]), 1)
     assert (tally.split_at, tally.total, tally.weighted) == (
         counted.split_at,
         counted.total,

@@ -11,7 +11,7 @@ from rebalancer.policy import parse_policy
 from rebalancer.simulation import DEFAULT_POLICY
 from rebalancer.snapshot import parse_snapshot
 from rebalancer.testing.synthetic import Size, generate
-from rebalancer.traffic import PodTraffic, build_queries, parse_vector, read_traffic
+from rebalancer.traffic import TrafficFailure, build_queries, parse_vector, read_traffic
 
 SMALL = Size("test", nodes=200, pods=2_000, pairs=10_000)
 
@@ -41,13 +41,13 @@ def test_the_cluster_has_the_asked_size_and_heavy_tails() -> None:
 @pytest.mark.parametrize(("source", "answer"), [("hubble", "pod"), ("istio", "workload")])
 def test_both_answers_parse_and_map_onto_the_snapshot(source: str, answer: str) -> None:
     synthetic = generate(SMALL)
-    policy = parse_policy(DEFAULT_POLICY + f"traffic: {{source: {source}}}\n", "test")
+    every_pair = "thresholds: {min_pair_rate: 0}\n"
+    policy = parse_policy(DEFAULT_POLICY + f"traffic: {{source: {source}}}\n{every_pair}", "test")
     snapshot = parse_snapshot(synthetic.cluster, "synthetic")
     response = synthetic.pod_response() if answer == "pod" else synthetic.workload_response()
     samples = parse_vector(response)
     queries = build_queries(policy.traffic)
     traffic = read_traffic(samples, None, queries, snapshot, policy.traffic.max_age_seconds)
-    assert isinstance(traffic, PodTraffic) and not traffic.unmatched
-    total = sum(synthetic.pod_rates.values())
-    assert sum(traffic.rates.values()) == pytest.approx(total)
-    assert build_view(policy, snapshot, traffic).cost.edge_count() > 0
+    assert not isinstance(traffic, TrafficFailure) and not traffic.unmatched
+    view = build_view(policy, snapshot, traffic)
+    assert view.cost.tally(snapshot).total == pytest.approx(sum(synthetic.pod_rates.values()))

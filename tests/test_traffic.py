@@ -15,6 +15,7 @@ from rebalancer.traffic import (
     PodTraffic,
     Sample,
     TrafficFailure,
+    WorkloadTraffic,
     build_queries,
     load_response_file,
     parse_vector,
@@ -99,17 +100,29 @@ def test_combined_labels_name_pods_as_namespace_slash_name() -> None:
     assert traffic.unmatched == {"unlabelled": 1}
 
 
-def test_workload_rates_split_evenly_over_pod_pairs() -> None:
-    queries = build_queries(IstioSource(source="istio"))
-    labels = {
+def istio_labels(source: str, destination: str) -> dict[str, str]:
+    return {
         "source_workload_namespace": "default",
-        "source_workload": "web",
+        "source_workload": source,
         "destination_workload_namespace": "default",
-        "destination_workload": "api",
+        "destination_workload": destination,
     }
-    traffic = read_traffic(parse_vector(vector((labels, "10"))), FRESH, queries, SNAPSHOT, 60)
-    assert isinstance(traffic, PodTraffic)
-    assert traffic.rates == {tuple(sorted((web, API))): 5.0 for web in WEB}
+
+
+def test_workload_rates_split_evenly_over_pod_pairs() -> None:
+    """Within a workload each pod pair is met both ways round; a lone pod has no pair."""
+    queries = build_queries(IstioSource(source="istio"))
+    answer = vector(
+        (istio_labels("web", "api"), "10"),
+        (istio_labels("web", "web"), "4"),
+        (istio_labels("api", "api"), "3"),
+    )
+    traffic = read_traffic(parse_vector(answer), FRESH, queries, SNAPSHOT, 60)
+    assert isinstance(traffic, WorkloadTraffic)
+    web, api = "Deployment/default/web", "Deployment/default/api"
+    assert traffic.rates == {(api, web): 10 / 2, (web, web): 2 * 4 / 4}
+    assert traffic.members == {web: WEB, api: [API]}
+    assert traffic.unmatched == {"self": 1}
 
 
 def test_custom_source_with_its_own_labels() -> None:
