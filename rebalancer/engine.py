@@ -62,10 +62,11 @@ def topology_of(policy: Policy, snapshot: Snapshot) -> Topology:
 
 def build_view(policy: Policy, snapshot: Snapshot, traffic: Traffic) -> ClusterView:
     topology = topology_of(policy, snapshot)
+    node_locations = topology.node_locations
     locations = {
-        pod.key: topology.node_locations[pod.node_name]
-        for pod in snapshot.pods.values()
-        if pod.node_name in topology.node_locations
+        key: node_locations[pod.node_name]
+        for key, pod in snapshot.pods.items()
+        if pod.node_name in node_locations
     }
     min_pair_rate = policy.thresholds.min_pair_rate
     cost: CostModel
