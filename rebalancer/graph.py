@@ -70,6 +70,15 @@ Indices = npt.NDArray[np.int64]
 Floats = npt.NDArray[np.float64]
 
 
+def spans(starts: Indices, lengths: Indices) -> tuple[Indices, Indices]:
+    """The positions of several runs of an array laid end to end, run starts[i] being
+    lengths[i] long, with the number i of the run each position is in: how one row per pod
+    gathers each pod's pairs from arrays grouped by pod."""
+    run = np.repeat(np.arange(len(starts)), lengths)
+    offsets = np.cumsum(lengths) - lengths
+    return run, np.repeat(starts - offsets, lengths) + np.arange(int(lengths.sum()))
+
+
 def group_sums(groups: Indices, values: Floats, count: int) -> Floats:
     """values summed per group number, 0..count-1. In input order: np.bincount adds as it goes,
     so the sums are those of a loop over the same values."""
@@ -317,10 +326,7 @@ class PodCostModel(PodPricing):
         degree = np.bincount(arrays.source, minlength=len(arrays.pods))
         first_edge = np.cumsum(degree) - degree
         count = degree[pods]
-        row = np.repeat(np.arange(len(pods)), count)  # each pod's pairs, row by row
-        edge = np.repeat(first_edge[pods] - (np.cumsum(count) - count), count) + np.arange(
-            int(count.sum())
-        )
+        row, edge = spans(first_edge[pods], count)  # each pod's pairs, row by row
         peer, rate = arrays.target[edge], arrays.rate[edge]
         numbered = {key: number for number, key in enumerate(numbers.keys)}
         keys = [numbers.keys[domain] for domain in domains.tolist()]
