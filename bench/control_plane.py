@@ -9,6 +9,7 @@ from pathlib import Path
 
 from rebalancer.scenario import NodeGrid, Scenario, WorkloadSpec
 from rebalancer.testing.cluster import build_binaries, local_cluster
+from rebalancer.testing.process import peak_rss_mib
 
 NODES = NodeGrid(zones=3, racks_per_zone=2, nodes_per_rack=2)
 SCENARIO = Scenario(
@@ -21,14 +22,6 @@ SCENARIO = Scenario(
 )
 
 
-def _peak_rss_mib(pid: int) -> float:
-    """VmHWM: the most resident memory the process ever had, in MiB."""
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1]) / 1024
-    return 0.0
-
-
 def main() -> None:
     build_binaries()  # not timed: the build is cached after the first run
     started = time.monotonic()
@@ -37,7 +30,7 @@ def main() -> None:
         cluster.load_scenario(SCENARIO)
         loaded = time.monotonic() - started - ready
         peaks = {
-            name: _peak_rss_mib(component.process.pid)
+            name: peak_rss_mib(component.process.pid)
             for name, component in cluster.components.items()
         }
     pods = sum(w.replicas for w in SCENARIO.workloads)

@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import resource
 import subprocess
 import sys
 import tempfile
@@ -31,6 +30,7 @@ from rebalancer.planner import PlannerState, plan
 from rebalancer.policy import Policy, parse_policy
 from rebalancer.simulation import DEFAULT_POLICY
 from rebalancer.snapshot import parse_snapshot
+from rebalancer.testing.process import peak_rss_mib
 from rebalancer.testing.synthetic import Size, generate
 from rebalancer.traffic import (
     TrafficFailure,
@@ -58,10 +58,6 @@ ROOT = Path(__file__).resolve().parents[1]
 T = TypeVar("T")
 
 
-def _peak_mib() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
-
-
 class Stages:
     def __init__(self) -> None:
         self.figures: list[dict[str, Any]] = []
@@ -70,7 +66,7 @@ class Stages:
         started = time.perf_counter()
         result = work()
         seconds = time.perf_counter() - started
-        self.figures.append({"stage": name, "seconds": seconds, "peak_rss_mib": _peak_mib()})
+        self.figures.append({"stage": name, "seconds": seconds, "peak_rss_mib": peak_rss_mib()})
         return result
 
 
@@ -103,7 +99,7 @@ def measure_cycle(cluster_path: Path, answer_path: Path, granularity: str) -> di
     return {
         "stages": stages.figures,
         "cycle_seconds": sum(f["seconds"] for f in stages.figures),
-        "peak_rss_mib": _peak_mib(),
+        "peak_rss_mib": peak_rss_mib(),
         "series": len(samples) if isinstance(samples, list) else 0,
         "pod_pairs": view.cost.edge_count(),
         "candidates": len(candidates),
@@ -119,7 +115,7 @@ def measure_floor(answer_path: Path) -> dict[str, Any]:
     answer_bytes = answer_path.read_bytes()
     started = time.perf_counter()
     orjson.loads(answer_bytes)
-    return {"floor_seconds": time.perf_counter() - started, "peak_rss_mib": _peak_mib()}
+    return {"floor_seconds": time.perf_counter() - started, "peak_rss_mib": peak_rss_mib()}
 
 
 def _in_fresh_process(*args: str) -> dict[str, Any]:

@@ -20,6 +20,16 @@ import requests
 from kubernetes import client
 
 
+def peak_rss_mib(pid: int | str = "self") -> float:
+    """VmHWM: the most resident memory the process ever had, in MiB. Not getrusage's ru_maxrss,
+    which Linux carries across exec: a child started by a parent that once held 800 MiB
+    reported 813 MiB there, and 13 MiB here."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
 def free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
