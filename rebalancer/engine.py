@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from rebalancer.fit import Occupancy
-from rebalancer.graph import CostModel, EdgeArrays, PodCostModel, build_peers
+from rebalancer.graph import CostModel, EdgeArrays, PodCostModel
 from rebalancer.planner import Plan, PlannerState, plan
 from rebalancer.policy import Policy
 from rebalancer.snapshot import Snapshot
@@ -73,9 +73,8 @@ def build_view(policy: Policy, snapshot: Snapshot, traffic: Traffic) -> ClusterV
     if isinstance(traffic, WorkloadTraffic):
         cost = WorkloadCostModel.of(traffic, topology, locations, min_pair_rate)
     else:
-        peers = build_peers(traffic.rates, locations, min_pair_rate)
-        arrays = EdgeArrays.of(peers)
-        cost = PodCostModel(peers, arrays, topology, {pod: locations[pod] for pod in peers})
+        arrays = EdgeArrays.of(traffic.rates, locations, min_pair_rate)
+        cost = PodCostModel(arrays, topology, {pod: locations[pod] for pod in arrays.pods})
     return ClusterView(snapshot, topology, cost, Occupancy.from_snapshot(snapshot))
 
 

@@ -9,10 +9,9 @@ from __future__ import annotations
 
 import functools
 from abc import ABC, abstractmethod
-from collections import defaultdict
 from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from itertools import chain
+from itertools import chain, repeat
 from typing import NamedTuple, Protocol, Self, cast
 
 import networkx as nx
@@ -50,22 +49,6 @@ class Figures:
     by_workload_pair: tuple[WorkloadPairFigure, ...] = ()
 
 
-def build_peers(
-    rates: Mapping[tuple[str, str], float], placed: Mapping[str, object], min_pair_rate: float
-) -> dict[str, dict[str, float]]:
-    """The communication graph as pod -> peer -> rate, both ways round, keeping only pairs above
-    the threshold whose both pods are placed on a known node. Plain dicts, not networkx: every
-    cost sum reads them, and building and walking a networkx graph of a million pairs took longer
-    than the sums themselves. A defaultdict: `setdefault` built an empty dict for every call,
-    which cost about a tenth of the time at a million pairs."""
-    peers: defaultdict[str, dict[str, float]] = defaultdict(dict)
-    for (a, b), rate in rates.items():
-        if rate >= min_pair_rate and rate > 0 and a in placed and b in placed:
-            peers[a][b] = rate
-            peers[b][a] = rate
-    return dict(peers)
-
-
 Indices = npt.NDArray[np.int64]
 Floats = npt.NDArray[np.float64]
 
@@ -97,12 +80,12 @@ class DomainNumbers:
 
 @dataclass(frozen=True)
 class EdgeArrays:
-    """The graph of `build_peers` again, as arrays, for the passes over every pair at once (the
-    tally, a strategy's traffic per domain) that took seconds per million pairs in Python.
+    """The communication graph, pods numbered, as arrays: the passes over every pair at once
+    (the tally, a strategy's traffic per domain) took seconds per million pairs in Python.
 
-    Every pair is here both ways round, grouped by source in the order of `peers` and, within a
-    source, in the order of its peers: `np.bincount` adds in input order, so sums taken over it
-    are bit for bit the ones a loop over `peers` makes."""
+    Every pair is here both ways round, grouped by source. A pod's peers (see `peers_of`) are
+    read from here in the same order, and `np.bincount` adds in input order, so sums taken over
+    the arrays are bit for bit the ones a loop over each pod's peers makes."""
 
     pods: tuple[str, ...]
     index: dict[str, int]
@@ -112,22 +95,54 @@ class EdgeArrays:
     once: npt.NDArray[np.bool_]
     """The direction `PodCostModel.edges` yields each pair in: from the pod whose key sorts
     first."""
+    start: Indices
+    """Where each pod's pairs start; one more entry, the number of pairs both ways round."""
 
     @classmethod
-    def of(cls, peers: Mapping[str, Mapping[str, float]]) -> EdgeArrays:
-        pods = tuple(peers)
-        index = {pod: number for number, pod in enumerate(pods)}
-        degree = np.fromiter((len(rates) for rates in peers.values()), np.int64, len(pods))
-        count = int(degree.sum())
-        source = np.repeat(np.arange(len(pods), dtype=np.int64), degree)
-        # map and chain run in C; a generator over a million pairs took three times as long.
-        target = np.fromiter(
-            map(index.__getitem__, chain.from_iterable(peers.values())), np.int64, count
-        )
-        rate = np.fromiter(chain.from_iterable(r.values() for r in peers.values()), float, count)
+    def of(
+        cls,
+        rates: Mapping[tuple[str, str], float],
+        placed: Mapping[str, object],
+        min_pair_rate: float,
+    ) -> EdgeArrays:
+        """The pairs (each once, in either order) above the threshold whose both pods are
+        placed on a known node. Numbered in numpy, after one lookup per pod of a pair: building
+        pod -> peer -> rate dicts first took 2 to 4 s at a million pairs."""
+        number = {pod: position for position, pod in enumerate(placed)}
+        count = len(rates)
+        # map with a default runs the lookups in C; a generator took three times as long.
+        ends = np.fromiter(
+            map(number.get, chain.from_iterable(rates), repeat(-1)), np.int64, 2 * count
+        ).reshape(count, 2)
+        rate = np.fromiter(rates.values(), float, count)
+        kept = (rate >= min_pair_rate) & (rate > 0) & (ends >= 0).all(axis=1)
+        ends, rate = ends[kept], rate[kept]
+        present = np.unique(ends)  # the placed pods with a pair, in the order of `placed`
+        names = tuple(placed)
+        pods = tuple(names[position] for position in present.tolist())
+        first, second = np.searchsorted(present, ends[:, 0]), np.searchsorted(present, ends[:, 1])
+        by_source = np.argsort(np.concatenate([first, second]), kind="stable")
+        source = np.concatenate([first, second])[by_source]
+        target = np.concatenate([second, first])[by_source]
+        rate = np.concatenate([rate, rate])[by_source]
+        start = np.zeros(len(pods) + 1, np.int64)
+        np.cumsum(np.bincount(source, minlength=len(pods)), out=start[1:])
         rank = np.empty(len(pods), np.int64)
         rank[np.argsort(np.array(pods, dtype=object), kind="stable")] = np.arange(len(pods))
-        return cls(pods, index, source, target, rate, rank[source] < rank[target])
+        index = {pod: position for position, pod in enumerate(pods)}
+        return cls(pods, index, source, target, rate, rank[source] < rank[target], start)
+
+    def peers_of(self, pod: str) -> dict[str, float]:
+        """Peer -> rate, in the order of the arrays."""
+        position = self.index[pod]
+        pairs = slice(self.start[position], self.start[position + 1])
+        return dict(
+            zip(
+                map(self.pods.__getitem__, self.target[pairs].tolist()),
+                self.rate[pairs].tolist(),
+                strict=True,
+            )
+        )
 
     def domain_ids(self, locations: Mapping[str, Location], levels: int) -> DomainNumbers:
         """Numbers for the pods' domains at every level. Worked out once per distinct location:
@@ -280,11 +295,9 @@ class PodPricing(ABC):
 class PodCostModel(PodPricing):
     """Pod traffic held pair by pair."""
 
-    peers: dict[str, dict[str, float]]
-    """Pod -> peer -> rate (see build_peers); shared, never changed, by the model's copies."""
     arrays: EdgeArrays
-    """The same graph as arrays, shared too. Locations are not in them, so moving pods in a
-    model leaves them true."""
+    """Shared, never changed, by the model's copies. Locations are not in them, so moving pods
+    in a model leaves them true."""
     topology: Topology
     locations: dict[str, Location]
     moved: dict[str, Domain] = field(default_factory=dict)
@@ -303,8 +316,13 @@ class PodCostModel(PodPricing):
         graph.add_weighted_edges_from(self.edges())
         return graph
 
+    @property
+    def peers(self) -> Mapping[str, Mapping[str, float]]:
+        """Each pod's peers, read from the arrays when asked for."""
+        return _ArrayPeers(self.arrays)
+
     def edge_count(self) -> int:
-        return sum(len(rates) for rates in self.peers.values()) // 2
+        return int(self.arrays.once.sum())
 
     def pod_cost(self, pod: str, location: Location | None = None) -> float:
         """Pair by pair."""
@@ -312,7 +330,7 @@ class PodCostModel(PodPricing):
         locations, weights = self.locations, self._split_weights
         return sum(
             rate * weights[first_split(here, locations[peer])]
-            for peer, rate in self.peers[pod].items()
+            for peer, rate in self.arrays.peers_of(pod).items()
         )
 
     def gains_and_costs(
@@ -323,10 +341,8 @@ class PodCostModel(PodPricing):
         the same products summed in the same order (each pod's peers in turn), in numpy.
         `numbers` must be of this model's locations."""
         arrays, weights = self.arrays, np.array(self._split_weights)
-        degree = np.bincount(arrays.source, minlength=len(arrays.pods))
-        first_edge = np.cumsum(degree) - degree
-        count = degree[pods]
-        row, edge = spans(first_edge[pods], count)  # each pod's pairs, row by row
+        first_edge = arrays.start[pods]
+        row, edge = spans(first_edge, arrays.start[pods + 1] - first_edge)  # row by row
         peer, rate = arrays.target[edge], arrays.rate[edge]
         numbered = {key: number for number, key in enumerate(numbers.keys)}
         keys = [numbers.keys[domain] for domain in domains.tolist()]
@@ -400,25 +416,26 @@ class PodCostModel(PodPricing):
         ]
 
     def group_traffic(self, members: Collection[str]) -> tuple[float, float]:
-        internal = external = 0.0
-        for pod in members:
-            for peer, rate in self.peers[pod].items():
-                if peer in members:
-                    internal += rate / 2  # each internal pair is met from both ends
-                else:
-                    external += rate
-        return internal, external
+        """From the members' rows of the arrays; each internal pair is met from both ends."""
+        arrays = self.arrays
+        inside = np.fromiter(map(arrays.index.__getitem__, members), np.int64, len(members))
+        first_edge = arrays.start[inside]
+        _row, edge = spans(first_edge, arrays.start[inside + 1] - first_edge)
+        rate, internal = arrays.rate[edge], np.isin(arrays.target[edge], inside)
+        return float(rate[internal].sum()) / 2, float(rate[~internal].sum())
 
     def untouched(self, pod: str) -> bool:
         """Whether the pod's cost is as it was before any move in this model: neither it nor
         any of its peers has moved."""
-        return pod not in self.moved and self.moved.keys().isdisjoint(self.peers[pod].keys())
+        if pod in self.moved:
+            return False
+        return not self.moved or self.moved.keys().isdisjoint(self.arrays.peers_of(pod))
 
     def _several_gain(self, targets: Mapping[str, Domain]) -> float:
         planned = {pod: self.topology.location_within(d) for pod, d in targets.items()}
         saved = 0.0
         for pod, after in planned.items():
-            for peer, rate in self.peers[pod].items():
+            for peer, rate in self.arrays.peers_of(pod).items():
                 if peer in planned and peer < pod:
                     continue  # counted from the other end
                 before = self.topology.distance(self.locations[pod], self.locations[peer])
@@ -427,20 +444,22 @@ class PodCostModel(PodPricing):
         return saved
 
     def edges(self) -> Iterator[tuple[str, str, float]]:
-        """Each pair once, with its rate."""
-        for pod, rates in self.peers.items():
-            for peer, rate in rates.items():
-                if pod < peer:
-                    yield pod, peer, rate
+        """Each pair once, with its rate, grouped by the pod whose key sorts first."""
+        arrays, once = self.arrays, self.arrays.once
+        for source, target, rate in zip(
+            arrays.source[once].tolist(),
+            arrays.target[once].tolist(),
+            arrays.rate[once].tolist(),
+            strict=True,
+        ):
+            yield arrays.pods[source], arrays.pods[target], rate
 
     def move(self, pod: str, target: Domain) -> None:
         self.locations[pod] = self.topology.location_within(target)
         self.moved[pod] = target
 
     def copy(self) -> PodCostModel:
-        return PodCostModel(
-            self.peers, self.arrays, self.topology, dict(self.locations), dict(self.moved)
-        )
+        return PodCostModel(self.arrays, self.topology, dict(self.locations), dict(self.moved))
 
     def figures(self, snapshot: Snapshot, price: Price) -> Figures:
         return self.tally(snapshot).figures(self.topology, price)
@@ -448,7 +467,7 @@ class PodCostModel(PodPricing):
     def tally(self, snapshot: Snapshot) -> Tally:
         """The sums behind the figures, over every pair, in numpy: the same sums, in the same
         order, as counting each pair of `edges` into a Tally (see EdgeArrays)."""
-        names = {pod: _workload_name(snapshot, pod) for pod in self.peers}
+        names = {pod: _workload_name(snapshot, pod) for pod in self.arrays.pods}
         arrays = self.arrays
         source, target = arrays.source[arrays.once], arrays.target[arrays.once]
         rate = arrays.rate[arrays.once]
@@ -485,7 +504,7 @@ class PodCostModel(PodPricing):
         """Re-counts the pairs of the pods moved since `original`."""
         changed = tally.copy()
         for pod in self.moved:
-            for peer, rate in self.peers[pod].items():
+            for peer, rate in self.arrays.peers_of(pod).items():
                 if peer in self.moved and peer < pod:
                     continue  # counted from the other end
                 was = first_split(original.locations[pod], original.locations[peer])
@@ -493,6 +512,22 @@ class PodCostModel(PodPricing):
                 changed.count(pod, peer, rate, was, -1.0)
                 changed.count(pod, peer, rate, now, 1.0)
         return changed
+
+
+class _ArrayPeers(Mapping[str, Mapping[str, float]]):
+    """Pod -> peer -> rate, read from the arrays pod by pod."""
+
+    def __init__(self, arrays: EdgeArrays) -> None:
+        self._arrays = arrays
+
+    def __getitem__(self, pod: str) -> dict[str, float]:
+        return self._arrays.peers_of(pod)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._arrays.pods)
+
+    def __len__(self) -> int:
+        return len(self._arrays.pods)
 
 
 @dataclass

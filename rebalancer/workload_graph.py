@@ -112,7 +112,7 @@ class WorkloadCostModel(PodPricing):
         min_pair_rate: float,
     ) -> WorkloadCostModel:
         """The model of the workload pairs whose pods' pairs carry at least `min_pair_rate`, as
-        `build_peers` keeps pod pairs, over the pods on a known node."""
+        `EdgeArrays.of` keeps pod pairs, over the pods on a known node."""
         placed = {
             name: [pod for pod in pods if pod in locations]
             for name, pods in traffic.members.items()
