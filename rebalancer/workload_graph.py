@@ -11,11 +11,10 @@ rounding.
 
 from __future__ import annotations
 
-import itertools
 from collections import Counter
 from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from itertools import chain
+from itertools import chain, combinations, product
 from typing import NamedTuple, cast
 
 import networkx as nx
@@ -97,8 +96,8 @@ class WorkloadCostModel(PodPricing):
     _owned: set[int] = field(default_factory=set)
     """Workloads whose counts no other model shares."""
     _cost_at: dict[tuple[int, Location], float] = field(default_factory=dict)
-    """(workload, location) -> what a pod of it costs there, not counting its own workload's
-    pods apart: pods of a workload on one node cost the same."""
+    """(workload, location) -> what a pod of the workload costs there, before the pod itself is
+    taken out of its own workload's counts: pods of a workload on one node share it."""
 
     def __post_init__(self) -> None:
         self._split_weights = [level.weight for level in self.topology.levels] + [0.0]
@@ -160,10 +159,10 @@ class WorkloadCostModel(PodPricing):
         for workload, peers in enumerate(self.workloads.rates):
             for peer, rate in peers.items():
                 if peer == workload:
-                    for a, b in itertools.combinations(members[workload], 2):
+                    for a, b in combinations(members[workload], 2):
                         yield a, b, rate
                 elif peer > workload:
-                    for a, b in itertools.product(members[workload], members[peer]):
+                    for a, b in product(members[workload], members[peer]):
                         yield a, b, rate
 
     def edge_count(self) -> int:
