@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import functools
 from abc import ABC, abstractmethod
-from collections.abc import Collection, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import chain, repeat
 from typing import NamedTuple, Protocol, Self, cast
@@ -323,7 +323,7 @@ class PodCostModel(PodPricing):
     @property
     def peers(self) -> Mapping[str, Mapping[str, float]]:
         """Each pod's peers, read from the arrays when asked for."""
-        return _ArrayPeers(self.arrays)
+        return PeerView(self.arrays.pods, self.arrays.peers_of)
 
     def edge_count(self) -> int:
         return int(self.arrays.once.sum())
@@ -519,20 +519,22 @@ class PodCostModel(PodPricing):
         return changed
 
 
-class _ArrayPeers(Mapping[str, Mapping[str, float]]):
-    """Pod -> peer -> rate, read from the arrays pod by pod."""
+class PeerView(Mapping[str, Mapping[str, float]]):
+    """Pod -> peer -> rate, each pod's peers worked out only when read: both models hold their
+    traffic in another shape, and a million pairs spelled out as dicts took seconds to build."""
 
-    def __init__(self, arrays: EdgeArrays) -> None:
-        self._arrays = arrays
+    def __init__(self, pods: Collection[str], peers_of: Callable[[str], dict[str, float]]) -> None:
+        self._pods = pods
+        self._peers_of = peers_of
 
     def __getitem__(self, pod: str) -> dict[str, float]:
-        return self._arrays.peers_of(pod)
+        return self._peers_of(pod)
 
     def __iter__(self) -> Iterator[str]:
-        return iter(self._arrays.pods)
+        return iter(self._pods)
 
     def __len__(self) -> int:
-        return len(self._arrays.pods)
+        return len(self._pods)
 
 
 @dataclass

@@ -25,6 +25,7 @@ from rebalancer.graph import (
     Floats,
     HeavyDomain,
     Indices,
+    PeerView,
     PodPricing,
     Price,
     Tally,
@@ -145,8 +146,17 @@ class WorkloadCostModel(PodPricing):
 
     @property
     def peers(self) -> Mapping[str, Mapping[str, float]]:
-        """Each pod's peers, spelled out only when asked for."""
-        return _Peers(self.workloads)
+        return PeerView(self.workloads.of_pod, self._peers_of)
+
+    def _peers_of(self, pod: str) -> dict[str, float]:
+        """Every pod of each workload the pod's own talks to, itself aside."""
+        members, rates = self.workloads.members, self.workloads.rates
+        return {
+            peer: rate
+            for workload, rate in rates[self.workloads.of_pod[pod]].items()
+            for peer in members[workload]
+            if peer != pod
+        }
 
     @property
     def graph(self) -> nx.Graph[str]:
@@ -397,28 +407,6 @@ class WorkloadCostModel(PodPricing):
             part * weight for part, weight in zip(split_at, self._split_weights, strict=True)
         )
         return _PairFigure(split_at, rate * sharing[0], cost)
-
-
-class _Peers(Mapping[str, Mapping[str, float]]):
-    """Pod -> peer -> rate, as PodCostModel.peers, worked out per pod when read."""
-
-    def __init__(self, workloads: _Workloads) -> None:
-        self._workloads = workloads
-
-    def __getitem__(self, pod: str) -> dict[str, float]:
-        members, rates = self._workloads.members, self._workloads.rates
-        return {
-            peer: rate
-            for workload, rate in rates[self._workloads.of_pod[pod]].items()
-            for peer in members[workload]
-            if peer != pod
-        }
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._workloads.of_pod)
-
-    def __len__(self) -> int:
-        return len(self._workloads.of_pod)
 
 
 def _pair_count(pods: list[str], peers: list[str], same: bool) -> int:
