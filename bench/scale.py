@@ -35,7 +35,7 @@ from rebalancer.testing.synthetic import Size, generate
 from rebalancer.traffic import (
     TrafficFailure,
     build_queries,
-    parse_vector,
+    parse_answer,
     read_traffic,
 )
 from strategies.base import Candidate
@@ -78,7 +78,7 @@ def measure_cycle(cluster_path: Path, answer_path: Path, granularity: str) -> di
     queries = build_queries(policy.traffic)
     cluster_bytes, answer_bytes = cluster_path.read_bytes(), answer_path.read_bytes()
     stages = Stages()
-    samples = stages.run("parse answer", lambda: parse_vector(json.loads(answer_bytes)))
+    samples = stages.run("parse answer", lambda: parse_answer(answer_bytes, queries.labels))
     snapshot = stages.run("build snapshot", lambda: parse_snapshot(json.loads(cluster_bytes), "x"))
     traffic = stages.run(
         "map traffic to pods",

@@ -47,7 +47,6 @@ from rebalancer.sources import ConfigMapPolicy, ConfigMapState, FixedPolicy, par
 from rebalancer.tls import ServingKeys
 from rebalancer.traffic import (
     PrometheusReader,
-    TrafficFailure,
     build_queries,
     load_response_file,
     read_traffic,
@@ -186,12 +185,11 @@ def _plan(args: argparse.Namespace) -> int:
     if args.snapshot is not None and args.kubeconfig:
         raise InputError("plan: give either --snapshot FILE or --kubeconfig PATH, not both")
     if args.traffic is not None:
-        answer = load_response_file(args.traffic)
+        answer = load_response_file(args.traffic, queries)
         freshness = None  # a saved answer is judged as of the moment it was saved
     elif args.prometheus:
         reader = PrometheusReader(args.prometheus, policy.traffic.timeout_seconds)
-        answer = reader.query(queries.traffic)
-        freshness = None if isinstance(answer, TrafficFailure) else reader.query(queries.freshness)
+        answer, freshness = reader.read(queries)
     else:
         raise InputError("plan: give --traffic FILE or --prometheus URL")
     if args.snapshot is not None:

@@ -31,7 +31,7 @@ from rebalancer.planner import PlannerState
 from rebalancer.policy import Mode, Policy
 from rebalancer.snapshot import Snapshot
 from rebalancer.sources import ReloadResult
-from rebalancer.traffic import PrometheusReader, TrafficFailure, build_queries, read_traffic
+from rebalancer.traffic import PrometheusReader, build_queries, read_traffic
 
 _log = logging.getLogger(__name__)
 
@@ -111,10 +111,7 @@ class Controller:
             snapshot = self.snapshots()
             queries = build_queries(policy.traffic)
             reader = PrometheusReader(self.prometheus_url, policy.traffic.timeout_seconds)
-            answer = reader.query(queries.traffic)
-            freshness = (
-                None if isinstance(answer, TrafficFailure) else reader.query(queries.freshness)
-            )
+            answer, freshness = reader.read(queries)
             traffic = read_traffic(
                 answer, freshness, queries, snapshot, policy.traffic.max_age_seconds
             )

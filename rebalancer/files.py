@@ -25,6 +25,13 @@ def read_text(path: Path, what: str) -> str:
         raise InputError(f"{path}: cannot read {what} ({error.strerror})") from None
 
 
+def read_bytes(path: Path, what: str) -> bytes:
+    try:
+        return path.read_bytes()
+    except OSError as error:
+        raise InputError(f"{path}: cannot read {what} ({error.strerror})") from None
+
+
 def read_json(path: Path, what: str) -> Any:
     """Decoded JSON of `path`, or an InputError naming the file, what it should hold, and why."""
     text = read_text(path, what)

@@ -6,22 +6,22 @@ controller that plans on a half-read or stale answer evicts on doubt, which must
 
 from __future__ import annotations
 
+import functools
 import math
-import re
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from operator import itemgetter
 from pathlib import Path
 from typing import Any, Literal, NamedTuple
 
+import msgspec
 import requests
 from prometheus_api_client import PrometheusConnect
-from prometheus_api_client.exceptions import PrometheusApiClientException
 from urllib3.util.retry import Retry
 
 from rebalancer.errors import InputError, one_line
-from rebalancer.files import read_json
+from rebalancer.files import read_bytes
 from rebalancer.policy import CustomSource, HubbleSource, IstioSource
 from rebalancer.snapshot import Snapshot
 
@@ -58,7 +58,8 @@ build."""
 class Sample(NamedTuple):
     """A named tuple, not a dataclass: an answer has up to a million, built faster this way."""
 
-    labels: Mapping[str, str]
+    labels: tuple[str, ...]
+    """The values of the labels the answer was read for, in their order; "" where absent."""
     value: float
 
 
@@ -90,6 +91,7 @@ class WorkloadTraffic:
     series: int = 0
 
 
+AnswerOrFailure = list[Sample] | TrafficFailure
 Traffic = PodTraffic | WorkloadTraffic
 """What an answer gives: pod pairs' rates, or workload pairs' for workload-level series."""
 
@@ -103,6 +105,11 @@ class Queries:
     """Labels for source namespace, source name, destination namespace, destination name."""
     combined_names: bool = False
     """Source and destination are single labels holding "namespace/name"."""
+
+    @property
+    def labels(self) -> tuple[str, ...]:
+        """The labels an answer is read for: the endpoint labels that are named."""
+        return tuple(label for label in self.endpoint_labels if label)
 
 
 def build_queries(source: TrafficSourcePolicy) -> Queries:
@@ -151,75 +158,117 @@ def build_queries(source: TrafficSourcePolicy) -> Queries:
     )
 
 
-def parse_vector(response: Any) -> list[Sample] | TrafficFailure:
-    """Parse a decoded `/api/v1/query` response body into samples; pure, for recorded JSON too."""
-    if not isinstance(response, Mapping):
-        return TrafficFailure("bad-response", "response is not a JSON object")
-    if response.get("status") != "success":
-        error_type = response.get("errorType", "unknown")
-        reason: FailureReason = "bad-query" if error_type == "bad_data" else "bad-response"
-        error_text = one_line(response.get("error", "no error text"), _DETAIL_LIMIT)
-        return TrafficFailure(reason, f"{one_line(error_type, _DETAIL_LIMIT)}: {error_text}")
-    data = response.get("data")
-    if not isinstance(data, Mapping) or not isinstance(data.get("result"), list):
+class _Data(msgspec.Struct):
+    resultType: str  # noqa: N815 - Prometheus' own name
+    result: msgspec.Raw
+    """Decoded in a second step, once `resultType` says which shape it has."""
+
+
+class _Answer(msgspec.Struct):
+    """The envelope of every `/api/v1/query` answer, an error one included."""
+
+    status: str = ""
+    data: _Data | None = None
+    errorType: str = "unknown"  # noqa: N815
+    error: str = "no error text"
+
+
+_ANSWER = msgspec.json.Decoder(_Answer)
+_SCALAR = msgspec.json.Decoder(tuple[float, str])
+
+
+@functools.cache
+def _series_decoder(labels: tuple[str, ...]) -> msgspec.json.Decoder[list[Any]]:
+    """Decodes a vector's series into structs holding only `labels`, each "" when absent.
+    Skipping every other label in C, with no dict per series, took a million-series answer
+    from 2.0 s with json.loads plus our checks to 0.8 s, faster than orjson decoding alone."""
+    fields = {f"label_{index}": label for index, label in enumerate(labels)}
+    metric = msgspec.defstruct(
+        "Metric", [(name, str, "") for name in fields], rename=fields, gc=False
+    )
+    series = msgspec.defstruct(
+        "Series", [("metric", metric), ("value", tuple[float, str])], gc=False
+    )
+    return msgspec.json.Decoder(list[series])  # type: ignore[valid-type]
+
+
+def parse_answer(body: bytes, labels: tuple[str, ...] = ()) -> AnswerOrFailure:
+    """Parse a `/api/v1/query` answer body into samples carrying the values of `labels`; pure,
+    for recorded files too. Anything but a well-formed vector (or scalar) of non-negative
+    finite rates is a failure naming where the answer went wrong."""
+    try:
+        answer = _ANSWER.decode(body)
+    except msgspec.DecodeError as error:
+        return TrafficFailure("bad-response", f"not valid JSON ({one_line(error, _DETAIL_LIMIT)})")
+    except msgspec.ValidationError as error:
+        return TrafficFailure("bad-response", _located(error, "response"))
+    if answer.status != "success":
+        reason: FailureReason = "bad-query" if answer.errorType == "bad_data" else "bad-response"
+        error_text = one_line(answer.error, _DETAIL_LIMIT)
+        return TrafficFailure(reason, f"{one_line(answer.errorType, _DETAIL_LIMIT)}: {error_text}")
+    if answer.data is None:
         return TrafficFailure("bad-response", "data.result is missing")
-    if data.get("resultType") not in ("vector", "scalar"):  # a tuple: the type may be unhashable
+    if answer.data.resultType not in ("vector", "scalar"):
         return TrafficFailure(
             "bad-response",
-            f"expected a vector, got {one_line(data.get('resultType'), _DETAIL_LIMIT)}",
+            f"expected a vector, got {one_line(answer.data.resultType, _DETAIL_LIMIT)}",
         )
-    result = data["result"]
-    if data["resultType"] == "scalar":
-        result = [{"metric": {}, "value": result}]
-    samples: list[Sample] = []
-    for index, entry in enumerate(result):
+    try:
+        if answer.data.resultType == "scalar":
+            rates: Iterable[tuple[tuple[str, ...], str]] = [
+                ((), _SCALAR.decode(answer.data.result)[1])
+            ]
+        else:
+            series = _series_decoder(tuple(dict.fromkeys(labels))).decode(answer.data.result)
+            read_labels = _label_reader(labels)
+            rates = ((read_labels(entry.metric), entry.value[1]) for entry in series)
+    except msgspec.ValidationError as error:
+        return TrafficFailure("bad-response", _located(error, "data.result"))
+    samples = []
+    for index, (values, raw) in enumerate(rates):
         try:
-            labels = entry["metric"]
-            _timestamp, raw = entry["value"]
             value = float(raw)
-        except (KeyError, TypeError, ValueError):
-            return TrafficFailure("bad-response", f"data.result[{index}] is not a sample")
-        if type(labels) is not dict or not _all_text(labels):
-            return TrafficFailure(
-                "bad-response", f"data.result[{index}].metric: labels must be text"
-            )
+        except ValueError:
+            return TrafficFailure("bad-response", f"data.result[{index}] has value {raw!r}")
         if not 0.0 <= value < math.inf:  # also false for NaN
             return TrafficFailure("invalid-value", f"data.result[{index}] has value {raw!r}")
-        samples.append(Sample(labels, value))
+        samples.append(Sample(values, value))
     return samples
 
 
-def _all_text(labels: dict[Any, Any]) -> bool:
-    """Whether every label value is a string. str.join checks it in C: a generator over the
-    values took half the time of parsing a million-series answer."""
-    try:
-        "".join(labels.values())
-    except TypeError:
-        return False
-    return True
+def _label_reader(labels: tuple[str, ...]) -> Callable[[Any], tuple[str, ...]]:
+    """A series' label values in the order of `labels`, from a struct that holds each distinct
+    label once (a custom query may name one label twice, as both ends' namespace)."""
+    distinct = list(dict.fromkeys(labels))
+    if distinct == list(labels):
+        return msgspec.structs.astuple
+    pick = itemgetter(*(distinct.index(label) for label in labels))
+    return lambda metric: tuple(pick(msgspec.structs.astuple(metric)))
 
 
-def _endpoint_reader(queries: Queries) -> Callable[[Mapping[str, str]], EndpointNames | None]:
-    """Reads a series' endpoints from its labels, or None when one is missing or empty. One
-    itemgetter call per series: a million series made four `get` calls each cost a second."""
-    src_ns, src_name, dst_ns, dst_name = queries.endpoint_labels
+def _located(error: msgspec.ValidationError, root: str) -> str:
+    """msgspec's "Expected `str`, got `int` - at `$[3].metric.pod`" as "data.result[3].metric.pod:
+    expected `str`, got `int`", the path first as in every other input error."""
+    problem, _, path = str(error).partition(" - at `$")
+    where = root + path.removesuffix("`") if path else root
+    return one_line(f"{where}: {problem[:1].lower()}{problem[1:]}", _DETAIL_LIMIT)
+
+
+def _endpoint_reader(queries: Queries) -> Callable[[tuple[str, ...]], EndpointNames | None]:
+    """Reads a series' endpoints from its label values, or None when one is missing or empty."""
     if queries.combined_names:
 
-        def read_combined(labels: Mapping[str, str]) -> EndpointNames | None:
-            src_namespace, _, src_pod = labels.get(src_name, "").partition("/")
-            dst_namespace, _, dst_pod = labels.get(dst_name, "").partition("/")
+        def read_combined(values: tuple[str, ...]) -> EndpointNames | None:
+            source, destination = values
+            src_namespace, _, src_pod = source.partition("/")
+            dst_namespace, _, dst_pod = destination.partition("/")
             names = (src_namespace, src_pod, dst_namespace, dst_pod)
             return names if all(names) else None
 
         return read_combined
-    names_of = itemgetter(src_ns, src_name, dst_ns, dst_name)
 
-    def read_split(labels: Mapping[str, str]) -> EndpointNames | None:
-        try:
-            names: EndpointNames = names_of(labels)
-        except KeyError:
-            return None
-        return names if all(names) else None
+    def read_split(values: tuple[str, ...]) -> EndpointNames | None:
+        return values if all(values) else None  # type: ignore[return-value]
 
     return read_split
 
@@ -317,8 +366,8 @@ def judge_freshness(samples: list[Sample], max_age_seconds: float) -> TrafficFai
 
 
 def read_traffic(
-    traffic_samples: list[Sample] | TrafficFailure,
-    freshness_samples: list[Sample] | TrafficFailure | None,
+    traffic_samples: AnswerOrFailure,
+    freshness_samples: AnswerOrFailure | None,
     queries: Queries,
     snapshot: Snapshot,
     max_age_seconds: float,
@@ -355,17 +404,20 @@ def _duplicated_pairs(endpoints: list[EndpointNames | None]) -> int:
     return sum(count - 1 for endpoints, count in seen.items() if endpoints and count > 1)
 
 
-def load_response_file(path: Path) -> list[Sample] | TrafficFailure:
+def load_response_file(path: Path, queries: Queries) -> AnswerOrFailure:
     """A saved `/api/v1/query` answer (`curl .../api/v1/query?query=...`), parsed as if live."""
-    parsed = parse_vector(read_json(path, "traffic file"))
+    parsed = parse_answer(read_bytes(path, "traffic file"), queries.labels)
     if isinstance(parsed, TrafficFailure) and parsed.reason == "bad-response":
         raise InputError(f"{path}: not a Prometheus query response ({parsed.detail})")
     return parsed
 
 
 class PrometheusReader:
-    """The HTTP edge: sends the queries through prometheus-api-client, classifies what went wrong,
-    and hands every answer to the same pure parser that reads recorded files."""
+    """The HTTP edge: asks Prometheus over a session that prometheus-api-client sets up (its
+    retry adapter, mounted for the URL), classifies what went wrong, and hands every answer's
+    bytes to the same pure parser that reads recorded files. It does not call `custom_query`:
+    that decodes the whole answer into dicts with the standard library, which for a million
+    series took longer than our typed decoding of only the labels we need."""
 
     def __init__(self, url: str, timeout_seconds: float) -> None:
         self.url = url
@@ -374,35 +426,40 @@ class PrometheusReader:
         # asking again would only double the wait (and hide the timeout behind a generic
         # ConnectionError). A longer wait belongs to the next cycle.
         retry = Retry(total=1, read=False, backoff_factor=0.2, status_forcelist=(502, 503, 504))
-        self._client = PrometheusConnect(url=url, retry=retry, timeout=timeout_seconds)
+        self._session = requests.Session()
+        self._client = PrometheusConnect(url=url, retry=retry, session=self._session)
 
-    def query(self, promql: str) -> list[Sample] | TrafficFailure:
+    def read(self, queries: Queries) -> tuple[AnswerOrFailure, AnswerOrFailure | None]:
+        """The traffic answer, then, only if it came, the one that dates it."""
+        answer = self.query(queries.traffic, queries.labels)
+        freshness = None if isinstance(answer, TrafficFailure) else self.query(queries.freshness)
+        return answer, freshness
+
+    def query(self, promql: str, labels: tuple[str, ...] = ()) -> AnswerOrFailure:
         try:
-            result = self._client.custom_query(promql)
-        except requests.JSONDecodeError:  # a RequestException too, so it must come first
-            return TrafficFailure("bad-response", f"{self.url}: the answer is not JSON")
-        except (KeyError, TypeError):
-            return TrafficFailure("bad-response", f"{self.url}: the answer has no data.result")
+            response = self._session.get(
+                f"{self._client.url}/api/v1/query",
+                params={"query": promql},
+                headers=self._client.headers,
+                timeout=self.timeout_seconds,
+            )
         except requests.Timeout:
             return TrafficFailure("timeout", f"{self.url}: no answer in {self.timeout_seconds:g}s")
         except requests.RequestException as error:
             return TrafficFailure("unreachable", f"{self.url}: {type(error).__name__}")
-        except PrometheusApiClientException as error:
-            return _classify_http_error(self.url, str(error))
-        return parse_vector({"status": "success", "data": _as_data(result)})
+        if response.status_code != 200:
+            return _http_failure(self.url, response.status_code, response.content)
+        parsed = parse_answer(response.content, labels)
+        if isinstance(parsed, TrafficFailure) and parsed.reason == "bad-response":
+            return TrafficFailure("bad-response", f"{self.url}: {parsed.detail}")
+        return parsed
 
 
-def _as_data(result: Any) -> dict[str, Any]:
-    """custom_query returns only `data.result`; a scalar is a bare [timestamp, value] pair."""
-    is_scalar = isinstance(result, list) and len(result) == 2 and not isinstance(result[0], dict)
-    return {"resultType": "scalar" if is_scalar else "vector", "result": result}
-
-
-def _classify_http_error(url: str, message: str) -> TrafficFailure:
-    status = re.search(r"HTTP Status Code (\d+)", message)
-    code = int(status.group(1)) if status else 0
-    error_text = re.search(r'"error"\s*:\s*"((?:[^"\\]|\\.)*)"', message)
-    detail = error_text.group(1) if error_text else message[:200]
+def _http_failure(url: str, code: int, body: bytes) -> TrafficFailure:
+    try:
+        detail = one_line(_ANSWER.decode(body).error, _DETAIL_LIMIT)
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        detail = one_line(body.decode("utf-8", "replace"), _DETAIL_LIMIT)
     if code in {400, 422}:
         return TrafficFailure("bad-query", f"{url} refused the query (HTTP {code}): {detail}")
     return TrafficFailure("unreachable", f"{url} answered HTTP {code}: {detail}")

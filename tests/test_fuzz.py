@@ -31,7 +31,7 @@ from rebalancer.traffic import (
     PrometheusReader,
     TrafficFailure,
     build_queries,
-    parse_vector,
+    parse_answer,
     read_traffic,
 )
 from tests.conftest import grid_nodes, pod_keys
@@ -55,7 +55,7 @@ OBJECTS = [
 ]
 SNAPSHOT = parse_snapshot(b.k8s_list(OBJECTS), "fuzz")
 PODS = pod_keys(SNAPSHOT, "")
-FRESH = parse_vector({"status": "success", "data": {"resultType": "scalar", "result": [1, "5"]}})
+FRESH = parse_answer(b'{"status": "success", "data": {"resultType": "scalar", "result": [1, "5"]}}')
 
 scalars = st.one_of(
     st.none(),
@@ -174,7 +174,7 @@ def valid_answer() -> dict[str, Any]:
 
 
 def check_answer(answer: Any) -> None:
-    parsed = parse_vector(answer)
+    parsed = parse_answer(json.dumps(answer).encode(), QUERIES.labels)
     assert isinstance(parsed, list | TrafficFailure)
     traffic = read_traffic(parsed, FRESH, QUERIES, SNAPSHOT, 60)
     assert isinstance(traffic, PodTraffic | TrafficFailure)
@@ -189,7 +189,14 @@ def check_answer(answer: Any) -> None:
 def test_the_valid_answer_is_accepted() -> None:
     """Else the mutation tests below would only ever see failures."""
     assert isinstance(
-        read_traffic(parse_vector(valid_answer()), FRESH, QUERIES, SNAPSHOT, 60), PodTraffic
+        read_traffic(
+            parse_answer(json.dumps(valid_answer()).encode(), QUERIES.labels),
+            FRESH,
+            QUERIES,
+            SNAPSHOT,
+            60,
+        ),
+        PodTraffic,
     )
 
 
@@ -261,7 +268,7 @@ def test_any_http_answer_is_samples_or_a_named_failure(
     canned: CannedServer, status: int, body: bytes
 ) -> None:
     canned.status, canned.body = status, body
-    answer = PrometheusReader(canned.url, timeout_seconds=2).query(QUERIES.traffic)
+    answer = PrometheusReader(canned.url, timeout_seconds=2).query(QUERIES.traffic, QUERIES.labels)
     assert isinstance(answer, list | TrafficFailure)
     if isinstance(answer, TrafficFailure):
         assert answer.detail and "\n" not in answer.detail

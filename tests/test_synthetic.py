@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 
 import pytest
@@ -11,7 +12,7 @@ from rebalancer.policy import parse_policy
 from rebalancer.simulation import DEFAULT_POLICY
 from rebalancer.snapshot import parse_snapshot
 from rebalancer.testing.synthetic import Size, generate
-from rebalancer.traffic import TrafficFailure, build_queries, parse_vector, read_traffic
+from rebalancer.traffic import TrafficFailure, build_queries, parse_answer, read_traffic
 
 SMALL = Size("test", nodes=200, pods=2_000, pairs=10_000)
 
@@ -45,8 +46,8 @@ def test_both_answers_parse_and_map_onto_the_snapshot(source: str, answer: str) 
     policy = parse_policy(DEFAULT_POLICY + f"traffic: {{source: {source}}}\n{every_pair}", "test")
     snapshot = parse_snapshot(synthetic.cluster, "synthetic")
     response = synthetic.pod_response() if answer == "pod" else synthetic.workload_response()
-    samples = parse_vector(response)
     queries = build_queries(policy.traffic)
+    samples = parse_answer(json.dumps(response).encode(), queries.labels)
     traffic = read_traffic(samples, None, queries, snapshot, policy.traffic.max_age_seconds)
     assert not isinstance(traffic, TrafficFailure) and not traffic.unmatched
     view = build_view(policy, snapshot, traffic)

@@ -13,12 +13,13 @@ from rebalancer.policy import CustomSource, HubbleSource, IstioSource
 from rebalancer.testing import builders as b
 from rebalancer.traffic import (
     PodTraffic,
+    Queries,
     Sample,
     TrafficFailure,
     WorkloadTraffic,
     build_queries,
     load_response_file,
-    parse_vector,
+    parse_answer,
     read_traffic,
 )
 from tests.conftest import snapshot_of
@@ -33,12 +34,17 @@ SNAPSHOT = snapshot_of(
 )
 WEB = sorted(key for key in SNAPSHOT.pods if "web" in key)
 API = next(key for key in SNAPSHOT.pods if "api" in key)
-FRESH = [Sample({}, 5.0)]
+FRESH = [Sample((), 5.0)]
 
 
-def vector(*entries: tuple[dict[str, str], str]) -> dict[str, Any]:
+def vector(*entries: tuple[dict[str, Any], str]) -> dict[str, Any]:
     result = [{"metric": metric, "value": [1.7e9, value]} for metric, value in entries]
     return {"status": "success", "data": {"resultType": "vector", "result": result}}
+
+
+def parse(document: Any, queries: Queries = SPLIT) -> list[Sample] | TrafficFailure:
+    """An answer as Prometheus sends it: JSON bytes, read for the labels `queries` names."""
+    return parse_answer(json.dumps(document).encode(), queries.labels)
 
 
 def split_labels(source: str, destination: str) -> dict[str, str]:
@@ -78,9 +84,7 @@ def test_istio_query_sums_byte_metrics_by_workload() -> None:
 
 
 def test_both_directions_of_a_pair_add_up_on_one_undirected_edge() -> None:
-    samples = parse_vector(
-        vector((split_labels(WEB[0], API), "3.5"), (split_labels(API, WEB[0]), "1.5"))
-    )
+    samples = parse(vector((split_labels(WEB[0], API), "3.5"), (split_labels(API, WEB[0]), "1.5")))
     traffic = read_traffic(samples, FRESH, SPLIT, SNAPSHOT, 60)
     assert isinstance(traffic, PodTraffic)
     assert traffic.rates == {tuple(sorted((WEB[0], API))): 5.0}
@@ -88,11 +92,12 @@ def test_both_directions_of_a_pair_add_up_on_one_undirected_edge() -> None:
 
 def test_combined_labels_name_pods_as_namespace_slash_name() -> None:
     queries = build_queries(HubbleSource(source="hubble", label_style="combined"))
-    samples = parse_vector(
+    samples = parse(
         vector(
             ({"source": WEB[1], "destination": API}, "2"),
             ({"source": "world", "destination": API}, "9"),
-        )
+        ),
+        queries,
     )
     traffic = read_traffic(samples, FRESH, queries, SNAPSHOT, 60)
     assert isinstance(traffic, PodTraffic)
@@ -117,7 +122,7 @@ def test_workload_rates_split_evenly_over_pod_pairs() -> None:
         (istio_labels("web", "web"), "4"),
         (istio_labels("api", "api"), "3"),
     )
-    traffic = read_traffic(parse_vector(answer), FRESH, queries, SNAPSHOT, 60)
+    traffic = read_traffic(parse(answer, queries), FRESH, queries, SNAPSHOT, 60)
     assert isinstance(traffic, WorkloadTraffic)
     web, api = "Deployment/default/web", "Deployment/default/api"
     assert traffic.rates == {(api, web): 10 / 2, (web, web): 2 * 4 / 4}
@@ -136,14 +141,42 @@ def test_custom_source_with_its_own_labels() -> None:
         destination_label="d",
     )
     labels = {"sn": "default", "s": WEB[0].split("/")[1], "dn": "default", "d": API.split("/")[1]}
-    traffic = read_traffic(
-        parse_vector(vector((labels, "1"))), FRESH, build_queries(source), SNAPSHOT, 60
-    )
+    queries = build_queries(source)
+    traffic = read_traffic(parse(vector((labels, "1")), queries), FRESH, queries, SNAPSHOT, 60)
     assert isinstance(traffic, PodTraffic) and len(traffic.rates) == 1
 
 
+def test_a_custom_source_may_read_one_namespace_label_for_both_ends() -> None:
+    source = CustomSource(
+        source="custom",
+        query="sum by (namespace, client, server) (x)",
+        freshness_query="vector(1)",
+        source_namespace_label="namespace",
+        source_label="client",
+        destination_namespace_label="namespace",
+        destination_label="server",
+    )
+    queries = build_queries(source)
+    labels = {"namespace": "default", "client": WEB[0].split("/")[1], "server": API.split("/")[1]}
+    assert parse(vector((labels, "2")), queries) == [
+        Sample(("default", labels["client"], "default", labels["server"]), 2.0)
+    ]
+
+
+def test_only_the_queried_labels_are_read_and_their_faults_are_located() -> None:
+    """A label the query does not group by is skipped whatever it holds; a queried one that is
+    not text is a bad answer whose detail names the series and the label."""
+    other = {**split_labels(WEB[0], API), "verdict": 1, "extra": {"nested": True}}
+    assert parse(vector((other, "1"))) == [Sample(tuple(split_labels(WEB[0], API).values()), 1.0)]
+    wrong = {**split_labels(WEB[0], API), "destination_pod": 7}
+    failure = parse(vector((split_labels(WEB[0], API), "1"), (wrong, "1")))
+    assert failure == TrafficFailure(
+        "bad-response", "data.result[1].metric.destination_pod: expected `str`, got `int`"
+    )
+
+
 def test_series_of_pods_not_in_the_snapshot_are_counted_and_dropped() -> None:
-    samples = parse_vector(
+    samples = parse(
         vector((split_labels(WEB[0], API), "1"), (split_labels("default/gone-1", API), "7"))
     )
     traffic = read_traffic(samples, FRESH, SPLIT, SNAPSHOT, 60)
@@ -160,7 +193,7 @@ def test_series_of_pods_not_in_the_snapshot_are_counted_and_dropped() -> None:
         (vector((split_labels(WEB[0], API), "NaN")), FRESH, "invalid-value"),
         (vector((split_labels(WEB[0], API), "+Inf")), FRESH, "invalid-value"),
         (vector((split_labels(WEB[0], API), "-2")), FRESH, "invalid-value"),
-        (vector((split_labels(WEB[0], API), "1")), [Sample({}, 600.0)], "stale"),
+        (vector((split_labels(WEB[0], API), "1")), [Sample((), 600.0)], "stale"),
         (vector((split_labels(WEB[0], API), "1")), [], "stale"),
         (
             vector((split_labels(WEB[0], API), "1"), (split_labels(WEB[0], API), "2")),
@@ -179,7 +212,7 @@ def test_series_of_pods_not_in_the_snapshot_are_counted_and_dropped() -> None:
             "bad-response",
         ),
         ([1, 2], FRESH, "bad-response"),
-        (vector(({**split_labels(WEB[0], API), "verdict": 1}, "1")), FRESH, "bad-response"),  # type: ignore[dict-item]
+        (vector(({**split_labels(WEB[0], API), "source_pod": 1}, "1")), FRESH, "bad-response"),
     ],
     ids=[
         "empty-vector",
@@ -200,7 +233,7 @@ def test_series_of_pods_not_in_the_snapshot_are_counted_and_dropped() -> None:
 def test_bad_answers_are_failures_not_exceptions(
     answer: Any, freshness: list[Sample], reason: str
 ) -> None:
-    result = read_traffic(parse_vector(answer), freshness, SPLIT, SNAPSHOT, 120)
+    result = read_traffic(parse(answer), freshness, SPLIT, SNAPSHOT, 120)
     assert isinstance(result, TrafficFailure)
     assert result.reason == reason
 
@@ -208,8 +241,8 @@ def test_bad_answers_are_failures_not_exceptions(
 def test_a_recorded_response_file_is_read_like_a_live_answer(tmp_path: Path) -> None:
     recorded = tmp_path / "answer.json"
     recorded.write_text(json.dumps(vector((split_labels(WEB[0], API), "4"))))
-    samples = load_response_file(recorded)
-    assert samples == [Sample(split_labels(WEB[0], API), 4.0)]
+    samples = load_response_file(recorded, SPLIT)
+    assert samples == [Sample(tuple(split_labels(WEB[0], API).values()), 4.0)]
 
 
 @pytest.mark.parametrize(
@@ -227,4 +260,4 @@ def test_unusable_traffic_files_are_input_errors(
     if content is not None:
         path.write_text(content)
     with pytest.raises(InputError, match=message):
-        load_response_file(path)
+        load_response_file(path, SPLIT)

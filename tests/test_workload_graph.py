@@ -56,7 +56,9 @@ def cases(draw: st.DrawFn) -> Case:
             "destination_workload_namespace": "default",
             "destination_workload": f"app{destination}",
         }
-        series.append(Sample(labels, float(per_pair * sizes[source] * sizes[destination])))
+        series.append(
+            Sample(tuple(labels.values()), float(per_pair * sizes[source] * sizes[destination]))
+        )
     return Case(snapshot_of(objects), series)
 
 
