@@ -29,7 +29,7 @@ from rebalancer.engine import build_view, collector_paused
 from rebalancer.planner import PlannerState, plan
 from rebalancer.policy import Policy, parse_policy
 from rebalancer.simulation import DEFAULT_POLICY
-from rebalancer.snapshot import parse_snapshot
+from rebalancer.snapshot import decode_snapshot
 from rebalancer.testing.process import peak_rss_mib
 from rebalancer.testing.synthetic import Size, generate
 from rebalancer.traffic import (
@@ -79,7 +79,7 @@ def measure_cycle(cluster_path: Path, answer_path: Path, granularity: str) -> di
     cluster_bytes, answer_bytes = cluster_path.read_bytes(), answer_path.read_bytes()
     stages = Stages()
     samples = stages.run("parse answer", lambda: parse_answer(answer_bytes, queries.labels))
-    snapshot = stages.run("build snapshot", lambda: parse_snapshot(json.loads(cluster_bytes), "x"))
+    snapshot = stages.run("build snapshot", lambda: decode_snapshot(cluster_bytes, "x"))
     traffic = stages.run(
         "map traffic to pods",
         lambda: read_traffic(samples, None, queries, snapshot, policy.traffic.max_age_seconds),

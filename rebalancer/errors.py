@@ -23,3 +23,11 @@ def one_line(value: object, limit: int | None = None) -> str:
     whitespace, newlines included, folded to single spaces, and cut at `limit` characters."""
     folded = " ".join(str(value).split())
     return folded if limit is None else folded[:limit]
+
+
+def where_and_what(validation_error: object) -> tuple[str, str]:
+    """msgspec's "Expected `str`, got `int` - at `$[3].metric.pod`" split into the path after
+    `$` ("[3].metric.pod", empty at the root) and the problem ("expected `str`, got `int`"), so
+    callers can put the path first, as every other input error does."""
+    problem, _, path = one_line(validation_error).partition(" - at `$")
+    return path.removesuffix("`"), problem[:1].lower() + problem[1:]

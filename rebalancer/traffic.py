@@ -20,7 +20,7 @@ import requests
 from prometheus_api_client import PrometheusConnect
 from urllib3.util.retry import Retry
 
-from rebalancer.errors import InputError, one_line
+from rebalancer.errors import InputError, one_line, where_and_what
 from rebalancer.files import read_bytes
 from rebalancer.policy import CustomSource, HubbleSource, IstioSource
 from rebalancer.snapshot import Snapshot
@@ -198,10 +198,10 @@ def parse_answer(body: bytes, labels: tuple[str, ...] = ()) -> AnswerOrFailure:
     finite rates is a failure naming where the answer went wrong."""
     try:
         answer = _ANSWER.decode(body)
+    except msgspec.ValidationError as error:  # a DecodeError too, so it must come first
+        return TrafficFailure("bad-response", _located(error, "response"))
     except msgspec.DecodeError as error:
         return TrafficFailure("bad-response", f"not valid JSON ({one_line(error, _DETAIL_LIMIT)})")
-    except msgspec.ValidationError as error:
-        return TrafficFailure("bad-response", _located(error, "response"))
     if answer.status != "success":
         reason: FailureReason = "bad-query" if answer.errorType == "bad_data" else "bad-response"
         error_text = one_line(answer.error, _DETAIL_LIMIT)
@@ -247,11 +247,10 @@ def _label_reader(labels: tuple[str, ...]) -> Callable[[Any], tuple[str, ...]]:
 
 
 def _located(error: msgspec.ValidationError, root: str) -> str:
-    """msgspec's "Expected `str`, got `int` - at `$[3].metric.pod`" as "data.result[3].metric.pod:
-    expected `str`, got `int`", the path first as in every other input error."""
-    problem, _, path = str(error).partition(" - at `$")
-    where = root + path.removesuffix("`") if path else root
-    return one_line(f"{where}: {problem[:1].lower()}{problem[1:]}", _DETAIL_LIMIT)
+    """The path first, as in every other input error: "data.result[3].metric.pod: expected
+    `str`, got `int`"."""
+    path, problem = where_and_what(error)
+    return one_line(f"{root}{path}: {problem}", _DETAIL_LIMIT)
 
 
 def _endpoint_reader(queries: Queries) -> Callable[[tuple[str, ...]], EndpointNames | None]:

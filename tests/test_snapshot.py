@@ -8,7 +8,14 @@ from pathlib import Path
 import pytest
 
 from rebalancer.errors import InputError
-from rebalancer.snapshot import Resources, WorkloadRef, load_snapshot, parse_snapshot
+from rebalancer.snapshot import (
+    Resources,
+    WorkloadRef,
+    decode_snapshot,
+    load_snapshot,
+    parse_items,
+    parse_snapshot,
+)
 from rebalancer.testing import builders as b
 from tests.conftest import snapshot_of
 
@@ -108,7 +115,7 @@ def test_typed_lists_without_item_kinds_are_read() -> None:
     ("document", "message"),
     [
         ({"kind": "Pod"}, "s.json: not a Kubernetes List (expected an object with 'items')"),
-        ({"items": ["x"]}, "s.json: items[0]: expected an object"),
+        ({"items": ["x"]}, "s.json: items[0]: expected `object`, got `str`"),
         (
             b.k8s_list([b.pod("p", "n1", None, cpu="lots")]),
             "s.json: items[0] (Pod p): spec.containers[0].resources.requests.cpu: "
@@ -116,19 +123,34 @@ def test_typed_lists_without_item_kinds_are_read() -> None:
         ),
         (
             b.k8s_list([{"kind": "Pod", "metadata": {"name": "p", "labels": ["x"]}}]),
-            "s.json: items[0] (Pod p): metadata.labels: expected dict, got list",
+            "s.json: items[0] (Pod p): metadata.labels: expected `object | null`, got `array`",
+        ),
+        (
+            b.k8s_list([b.node("n1", "a"), {"kind": "Pod", "spec": {"priority": "high"}}]),
+            "s.json: items[1] (Pod): spec.priority: expected `int | null`, got `str`",
         ),
     ],
-    ids=["not-a-list", "item-not-object", "bad-quantity", "wrong-type"],
+    ids=["not-a-list", "item-not-object", "bad-quantity", "wrong-type", "unnamed"],
 )
-def test_malformed_snapshots_name_the_field(document: object, message: str) -> None:
-    with pytest.raises(
-        InputError,
-        match="^"
-        + message.replace("(", r"\(").replace(")", r"\)").replace("[", r"\[").replace("]", r"\]")
-        + "$",
-    ):
-        parse_snapshot(document, "s.json")
+@pytest.mark.parametrize("given_as", ["decoded", "bytes"])
+def test_malformed_snapshots_name_the_field(document: object, message: str, given_as: str) -> None:
+    with pytest.raises(InputError) as raised:
+        if given_as == "decoded":
+            parse_snapshot(document, "s.json")
+        else:
+            decode_snapshot(json.dumps(document).encode(), "s.json")
+    assert str(raised.value) == message
+
+
+def test_objects_from_the_api_are_checked_one_by_one() -> None:
+    """The watch cache hands over dicts with their kinds; a bad one is named by its place."""
+    pod = b.pod("p", "n1", None)
+    pod["spec"]["nodeName"] = 3
+    with pytest.raises(InputError) as raised:
+        parse_items([(b.node("n1", "a"), "Node"), (pod, "Pod")], "Kubernetes API")
+    assert str(raised.value) == (
+        "Kubernetes API: items[1] (Pod p): spec.nodeName: expected `str | null`, got `int`"
+    )
 
 
 def test_missing_and_malformed_files(tmp_path: Path) -> None:
@@ -136,7 +158,7 @@ def test_missing_and_malformed_files(tmp_path: Path) -> None:
         load_snapshot(tmp_path / "absent.json")
     broken = tmp_path / "broken.json"
     broken.write_text("{\n  'items': ")
-    with pytest.raises(InputError, match=r"broken.json: not valid JSON \(line 2"):
+    with pytest.raises(InputError, match=r"broken.json: not valid JSON \(JSON is malformed"):
         load_snapshot(broken)
     good = tmp_path / "good.json"
     good.write_text(json.dumps(b.k8s_list([b.node("n1", "a")])))

@@ -173,6 +173,12 @@ def test_only_the_queried_labels_are_read_and_their_faults_are_located() -> None
     assert failure == TrafficFailure(
         "bad-response", "data.result[1].metric.destination_pod: expected `str`, got `int`"
     )
+    assert parse([1, 2]) == TrafficFailure(
+        "bad-response", "response: expected `object`, got `array`"
+    )
+    assert parse_answer(b"{") == TrafficFailure(
+        "bad-response", "not valid JSON (Input data was truncated)"
+    )
 
 
 def test_series_of_pods_not_in_the_snapshot_are_counted_and_dropped() -> None:
