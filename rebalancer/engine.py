@@ -73,7 +73,7 @@ def build_view(policy: Policy, snapshot: Snapshot, traffic: Traffic) -> ClusterV
     if isinstance(traffic, WorkloadTraffic):
         cost = WorkloadCostModel.of(traffic, topology, locations, min_pair_rate)
     else:
-        arrays = EdgeArrays.of(traffic.rates, locations, min_pair_rate)
+        arrays = EdgeArrays.of(traffic, locations, min_pair_rate)
         cost = PodCostModel(arrays, topology, {pod: locations[pod] for pod in arrays.pods})
     return ClusterView(snapshot, topology, cost, Occupancy.from_snapshot(snapshot))
 

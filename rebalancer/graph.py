@@ -11,8 +11,8 @@ import functools
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from itertools import chain, repeat
-from typing import NamedTuple, Protocol, Self, cast
+from itertools import repeat
+from typing import TYPE_CHECKING, NamedTuple, Protocol, Self, cast
 
 import networkx as nx
 import numpy as np
@@ -20,6 +20,9 @@ import numpy.typing as npt
 
 from rebalancer.snapshot import Snapshot
 from rebalancer.topology import Domain, DomainKey, Location, Topology, first_split
+
+if TYPE_CHECKING:  # traffic.py reads this module's array types
+    from rebalancer.traffic import PodTraffic
 
 SECONDS_PER_MONTH = 30.4375 * 24 * 3600
 """An average month (365.25 / 12 days), the period cloud bills are read in."""
@@ -99,28 +102,24 @@ class EdgeArrays:
     """Where each pod's pairs start; one more entry, the number of pairs both ways round."""
 
     @classmethod
-    def of(
-        cls,
-        rates: Mapping[tuple[str, str], float],
-        placed: Mapping[str, object],
-        min_pair_rate: float,
-    ) -> EdgeArrays:
-        """The pairs (each once, in either order) above the threshold whose both pods are
-        placed on a known node. Numbered in numpy, after one lookup per pod of a pair: building
-        pod -> peer -> rate dicts first took 2 to 4 s at a million pairs."""
-        number = {pod: position for position, pod in enumerate(placed)}
-        count = len(rates)
-        # map with a default (-1: not placed) runs the lookups in C, with no Python frame
-        ends = np.fromiter(
-            map(number.get, chain.from_iterable(rates), repeat(-1)), np.int64, 2 * count
-        ).reshape(count, 2)
-        rate = np.fromiter(rates.values(), float, count)
-        kept = (rate >= min_pair_rate) & (rate > 0) & (ends >= 0).all(axis=1)
-        ends, rate = ends[kept], rate[kept]
-        present = np.unique(ends)  # the placed pods with a pair, in the order of `placed`
+    def of(cls, traffic: PodTraffic, placed: Mapping[str, object], min_pair_rate: float) -> Self:
+        """The pairs above the threshold whose both pods are placed on a known node, numbered
+        in the order of `placed`, all in numpy."""
+        number = {pod: index for index, pod in enumerate(traffic.pods)}
+        placed_as = np.full(len(traffic.pods), -1, np.int64)  # traffic's number -> placed's
+        known = np.fromiter(map(number.get, placed, repeat(-1)), np.int64, len(placed))
+        placed_as[known[known >= 0]] = np.flatnonzero(known >= 0)
+        first, second = placed_as[traffic.first], placed_as[traffic.second]
+        rate = traffic.rate
+        kept = (rate >= min_pair_rate) & (rate > 0) & (first >= 0) & (second >= 0)
+        first, second, rate = first[kept], second[kept], rate[kept]
+        paired = np.zeros(len(placed), np.bool_)
+        paired[first] = paired[second] = True
+        present = np.flatnonzero(paired)  # the placed pods with a pair, in the order of `placed`
         names = tuple(placed)
         pods = tuple(names[position] for position in present.tolist())
-        first, second = np.searchsorted(present, ends[:, 0]), np.searchsorted(present, ends[:, 1])
+        renumbered = np.cumsum(paired) - 1
+        first, second = renumbered[first], renumbered[second]
         either_way = np.concatenate([first, second])
         by_source = np.argsort(either_way, kind="stable")
         source = either_way[by_source]

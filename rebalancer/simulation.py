@@ -244,12 +244,7 @@ class SimulatedCluster:
 
     def traffic(self) -> PodTraffic:
         """The scenario's flows for the pods running now, undirected, as Prometheus would give."""
-        traffic = PodTraffic()
-        for (source, destination), rate in pair_rates(self.scenario, self.placed()).items():
-            pair = (source, destination) if source < destination else (destination, source)
-            traffic.rates[pair] = traffic.rates.get(pair, 0.0) + rate
-        traffic.series = len(traffic.rates)
-        return traffic
+        return PodTraffic.of(pair_rates(self.scenario, self.placed()))
 
 
 def _ready(node: dict[str, Any]) -> dict[str, Any]:

@@ -88,11 +88,7 @@ def snapshot_of(objects: Iterable[b.Obj]) -> Snapshot:
 
 
 def traffic_of(rates: dict[tuple[str, str], float]) -> PodTraffic:
-    traffic = PodTraffic(series=len(rates))
-    for (x, y), rate in rates.items():
-        pair = (x, y) if x < y else (y, x)
-        traffic.rates[pair] = traffic.rates.get(pair, 0.0) + rate
-    return traffic
+    return PodTraffic.of(rates, series=len(rates))
 
 
 def pod_pairs_of(view: ClusterView) -> PodCostModel:

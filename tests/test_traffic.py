@@ -90,6 +90,15 @@ def test_both_directions_of_a_pair_add_up_on_one_undirected_edge() -> None:
     assert traffic.rates == {tuple(sorted((WEB[0], API))): 5.0}
 
 
+def test_pod_traffic_holds_each_pair_once_in_key_order_as_first_named() -> None:
+    """Both directions add up in the order given; pairs keep the order they were first named
+    in, so every later sum over them runs as it did before they were numbered."""
+    traffic = PodTraffic.of({("ns/c", "ns/b"): 2.0, ("ns/b", "ns/a"): 0.5, ("ns/b", "ns/c"): 0.25})
+    assert list(traffic.rates.items()) == [(("ns/b", "ns/c"), 2.25), (("ns/a", "ns/b"), 0.5)]
+    assert traffic.pair_count() == traffic.series == 2
+    assert PodTraffic.of({}).pair_count() == 0
+
+
 def test_combined_labels_name_pods_as_namespace_slash_name() -> None:
     queries = build_queries(HubbleSource(source="hubble", label_style="combined"))
     samples = parse(
