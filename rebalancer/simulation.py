@@ -434,6 +434,16 @@ def _row(
     )
 
 
+def _protected(snapshot: Snapshot, policy: Policy) -> frozenset[str]:
+    """The pods the policy never moves, which the optimum must leave where they are."""
+    indexes = snapshot.indexes()
+    return frozenset(
+        key
+        for key, pod in snapshot.pods.items()
+        if protection_reason(pod, snapshot, indexes, policy) is not None
+    )
+
+
 def simulate(
     scenario: Scenario,
     policy: Policy,
@@ -449,11 +459,7 @@ def simulate(
     best = None
     if optimum:
         topology = topology_of(policy, cluster.snapshot)
-        protected = frozenset(
-            key
-            for key, pod in cluster.snapshot.pods.items()
-            if protection_reason(pod, cluster.snapshot, policy) is not None
-        )
+        protected = _protected(cluster.snapshot, policy)
         best = solve(cluster.snapshot, topology, cluster.traffic().rates, scenario, protected)
     by_key = {w.key: w for w in scenario.workloads}
     acting = policy.model_copy(update={"mode": mode})

@@ -164,15 +164,36 @@ class Snapshot:
     pdbs: list[Pdb] = field(default_factory=list)
     workloads: dict[WorkloadRef, Workload] = field(default_factory=dict)
 
+    def indexes(self) -> SnapshotIndexes:
+        """Built afresh on every call: the simulator changes its snapshot between cycles."""
+        pods_of: dict[WorkloadRef, list[Pod]] = {}
+        for pod in self.pods.values():
+            if pod.workload is not None:
+                pods_of.setdefault(pod.workload, []).append(pod)
+        pdbs_in: dict[str, list[Pdb]] = {}
+        for pdb in self.pdbs:
+            pdbs_in.setdefault(pdb.namespace, []).append(pdb)
+        return SnapshotIndexes(pods_of, pdbs_in)
+
+
+@dataclass(frozen=True)
+class SnapshotIndexes:
+    """Lookups that would otherwise scan the snapshot for each candidate: with limits lifted,
+    planning 84k candidates at 100k pods read every pod for each one's workload, and every PDB
+    for each one's budget."""
+
+    pods_by_workload: Mapping[WorkloadRef, list[Pod]]
+    pdbs_by_namespace: Mapping[str, list[Pdb]]
+
+    def pods_of(self, workload: WorkloadRef) -> list[Pod]:
+        return self.pods_by_workload.get(workload, [])
+
     def pdbs_for(self, pod: Pod) -> list[Pdb]:
         return [
             pdb
-            for pdb in self.pdbs
-            if pdb.namespace == pod.namespace and matches_label_selector(pdb.selector, pod.labels)
+            for pdb in self.pdbs_by_namespace.get(pod.namespace, ())
+            if matches_label_selector(pdb.selector, pod.labels)
         ]
-
-    def pods_of(self, workload: WorkloadRef) -> list[Pod]:
-        return [pod for pod in self.pods.values() if pod.workload == workload]
 
 
 # The objects as the parser reads them: only the fields it uses, for every kind at once (no

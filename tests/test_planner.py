@@ -510,3 +510,14 @@ def test_proposing_leaves_the_view_as_the_cluster_is() -> None:
     before = dict(view.occupancy.requested)
     assert propose(policy, view)
     assert view.occupancy.requested == before
+
+
+def test_each_move_takes_the_least_loaded_node_as_earlier_moves_left_it() -> None:
+    """Zone b's empty nodes b21 and b22 are level, so the name picks b21 first; once the first
+    replacement is reserved there, b22 is the freer."""
+    objects = chatty_objects(["node-a11", "node-a12"], ["node-b11", "node-b11", "node-b12"])
+    plan, _view = plan_once(make_policy(), snapshot_of(objects), chatty_rates(objects))
+    assert [(move.destination, move.node) for move in plan.moves] == [
+        ({"zone": "b"}, "node-b21"),
+        ({"zone": "b"}, "node-b22"),
+    ]

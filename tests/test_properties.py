@@ -15,6 +15,7 @@ from rebalancer.fit import Occupancy
 from rebalancer.graph import Figures, Tally
 from rebalancer.planner import Plan, price_of
 from rebalancer.policy import Policy
+from rebalancer.selectors import matches_label_selector
 from rebalancer.snapshot import Snapshot
 from rebalancer.testing import builders as b
 from rebalancer.topology import Domain, first_split
@@ -119,8 +120,11 @@ def _assert_within_limits(plan: Plan, case: Case) -> None:
 
 def _assert_pdbs_hold(plan: Plan, case: Case) -> None:
     for pdb in case.snapshot.pdbs:
+        selected = [case.snapshot.pods[m.pod] for m in plan.moves]
         disrupted = [
-            m for m in plan.moves if pdb in case.snapshot.pdbs_for(case.snapshot.pods[m.pod])
+            pod
+            for pod in selected
+            if pod.namespace == pdb.namespace and matches_label_selector(pdb.selector, pod.labels)
         ]
         assert len(disrupted) <= pdb.disruptions_allowed
 
