@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 
 from rebalancer.errors import InputError
 from rebalancer.policy import HubbleSource, Policy, parse_policy
-from rebalancer.snapshot import Snapshot, parse_snapshot
+from rebalancer.snapshot import Snapshot, decode_snapshot, parse_snapshot
 from rebalancer.testing import builders as b
 from rebalancer.testing.faults import FAULTS, rewrite
 from rebalancer.traffic import (
@@ -279,9 +279,29 @@ def test_any_http_answer_is_samples_or_a_named_failure(
 # --- the snapshot parser ------------------------------------------------------------------------
 
 
-@given(mutations(b.k8s_list(OBJECTS[:3] + OBJECTS[-2:])))
+CLUSTER = b.k8s_list(OBJECTS[:3] + OBJECTS[-2:])
+
+
+@given(mutations(CLUSTER))
 def test_a_mutated_cluster_list_is_a_snapshot_or_one_line(document: Any) -> None:
     try:
         assert isinstance(parse_snapshot(document, "cluster.json"), Snapshot)
+    except InputError as error:
+        assert one_line(error).startswith("cluster.json")
+
+
+@given(
+    st.one_of(
+        st.binary(max_size=200),
+        mutations(CLUSTER).map(lambda document: json.dumps(document).encode()),
+        st.tuples(mutations(CLUSTER), st.floats(0, 1)).map(
+            lambda cut: json.dumps(cut[0]).encode()[: int(len(json.dumps(cut[0])) * cut[1])]
+        ),
+    )
+)
+def test_any_bytes_are_a_snapshot_or_one_line(body: bytes) -> None:
+    """A file's bytes take a typed decoder first, and an untyped one to name the fault."""
+    try:
+        assert isinstance(decode_snapshot(body, "cluster.json"), Snapshot)
     except InputError as error:
         assert one_line(error).startswith("cluster.json")
