@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TypeVar
 
 import yaml
 from pydantic import BaseModel, ValidationError
@@ -30,15 +30,6 @@ def read_bytes(path: Path, what: str) -> bytes:
         return path.read_bytes()
     except OSError as error:
         raise InputError(f"{path}: cannot read {what} ({error.strerror})") from None
-
-
-def read_json(path: Path, what: str) -> Any:
-    """Decoded JSON of `path`, or an InputError naming the file, what it should hold, and why."""
-    text = read_text(path, what)
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as error:
-        raise InputError(f"{path}: not valid JSON (line {error.lineno}: {error.msg})") from None
 
 
 def describe_validation_error(error: ValidationError) -> str:

