@@ -127,10 +127,9 @@ class EdgeArrays:
         rate = np.concatenate([rate, rate])[by_source]
         start = np.zeros(len(pods) + 1, np.int64)
         np.cumsum(np.bincount(source, minlength=len(pods)), out=start[1:])
-        rank = np.empty(len(pods), np.int64)
-        rank[np.argsort(np.array(pods, dtype=object), kind="stable")] = np.arange(len(pods))
+        once = by_source < len(first)  # from `first`: the pod whose key sorts first (PodTraffic)
         index = {pod: position for position, pod in enumerate(pods)}
-        return cls(pods, index, source, target, rate, rank[source] < rank[target], start)
+        return cls(pods, index, source, target, rate, once, start)
 
     def peers_of(self, pod: str) -> dict[str, float]:
         """Peer -> rate, in the order of the arrays."""

@@ -76,3 +76,15 @@ def test_the_array_tally_is_a_pair_by_pair_count_with_unknown_domains() -> None:
         counted.weighted,
     )
     assert list(tally.pairs.items()) == list(counted.pairs.items())
+
+
+def test_edges_yield_each_pair_once_from_the_pod_whose_key_sorts_first() -> None:
+    """Whichever way round the traffic named a pair."""
+    snapshot = snapshot_of([*grid_nodes(), *b.deployment_pods("app", ["node-a11", "node-b11"] * 3)])
+    keys = sorted(snapshot.pods)
+    rates = {(z, a): 1.0 + index for index, (a, z) in enumerate(itertools.combinations(keys, 2))}
+    cost = pod_pairs_of(build_view(make_policy(), snapshot, traffic_of(rates)))
+    edges = list(cost.edges())
+    assert {(a, z) for a, z, _rate in edges} == {(a, z) for z, a in rates}
+    assert all(a < z for a, z, _rate in edges)
+    assert len(edges) == cost.edge_count()
