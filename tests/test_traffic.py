@@ -139,33 +139,32 @@ def test_workload_rates_split_evenly_over_pod_pairs() -> None:
     assert traffic.unmatched == {"self": 1}
 
 
-def test_custom_source_with_its_own_labels() -> None:
-    source = CustomSource(
-        source="custom",
-        query="sum by (sn, s, dn, d) (x)",
-        freshness_query="vector(1)",
-        source_namespace_label="sn",
-        source_label="s",
-        destination_namespace_label="dn",
-        destination_label="d",
+def custom_queries(*labels: str) -> Queries:
+    """A custom source reading source namespace, source, destination namespace and destination
+    from these labels."""
+    grouping = ", ".join(dict.fromkeys(labels))
+    return build_queries(
+        CustomSource(
+            source="custom",
+            query=f"sum by ({grouping}) (x)",
+            freshness_query="vector(1)",
+            source_namespace_label=labels[0],
+            source_label=labels[1],
+            destination_namespace_label=labels[2],
+            destination_label=labels[3],
+        )
     )
+
+
+def test_custom_source_with_its_own_labels() -> None:
     labels = {"sn": "default", "s": WEB[0].split("/")[1], "dn": "default", "d": API.split("/")[1]}
-    queries = build_queries(source)
+    queries = custom_queries("sn", "s", "dn", "d")
     traffic = read_traffic(parse(vector((labels, "1")), queries), FRESH, queries, SNAPSHOT, 60)
     assert isinstance(traffic, PodTraffic) and len(traffic.rates) == 1
 
 
 def test_a_custom_source_may_read_one_namespace_label_for_both_ends() -> None:
-    source = CustomSource(
-        source="custom",
-        query="sum by (namespace, client, server) (x)",
-        freshness_query="vector(1)",
-        source_namespace_label="namespace",
-        source_label="client",
-        destination_namespace_label="namespace",
-        destination_label="server",
-    )
-    queries = build_queries(source)
+    queries = custom_queries("namespace", "client", "namespace", "server")
     labels = {"namespace": "default", "client": WEB[0].split("/")[1], "server": API.split("/")[1]}
     assert parse(vector((labels, "2")), queries) == [
         Sample(("default", labels["client"], "default", labels["server"]), 2.0)
