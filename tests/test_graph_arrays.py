@@ -88,3 +88,20 @@ def test_edges_yield_each_pair_once_from_the_pod_whose_key_sorts_first() -> None
     assert {(a, z) for a, z, _rate in edges} == {(a, z) for z, a in rates}
     assert all(a < z for a, z, _rate in edges)
     assert len(edges) == cost.edge_count()
+
+
+def test_domain_numbers_kept_between_moves_follow_each_model_s_moves() -> None:
+    """A copy shares its original's numbers until one of them moves a pod."""
+    original = pod_pairs_of(_view())
+    original.domain_ids()
+    moving = original.copy()
+    pod = moving.arrays.pods[0]
+    target = Domain(0, ("b",) if moving.locations[pod][0] == "a" else ("a",))
+    moving.move(pod, target)
+    for cost in (original, moving):
+        arrays = cost.arrays
+        splits = arrays.splits(cost.domain_ids(), arrays.source, arrays.target)
+        assert splits.tolist() == [
+            first_split(cost.locations[arrays.pods[a]], cost.locations[arrays.pods[z]])
+            for a, z in zip(arrays.source.tolist(), arrays.target.tolist(), strict=True)
+        ]
