@@ -52,6 +52,16 @@ class Candidate:
         """Every pod this candidate moves, with its domain."""
         return {self.pod: self.target, **dict(self.companions)}
 
+    @property
+    def pods(self) -> tuple[str, ...]:
+        """Every pod this candidate moves: what the planner asks of each of tens of thousands of
+        candidates, without building `targets`."""
+        return (
+            (self.pod, *(pod for pod, _domain in self.companions))
+            if self.companions
+            else (self.pod,)
+        )
+
 
 @dataclass(frozen=True)
 class ClusterView:

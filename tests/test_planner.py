@@ -9,6 +9,7 @@ import pytest
 from rebalancer.engine import build_view, plan_cycle, propose
 from rebalancer.planner import Plan, PlannerState, RecentMove, plan
 from rebalancer.testing import builders as b
+from rebalancer.topology import Domain
 from rebalancer.traffic import TrafficFailure
 from strategies.base import Candidate, ClusterView
 from tests.conftest import (
@@ -93,6 +94,48 @@ def test_limits_cap_the_plan(limits: dict[str, int], expected_moves: int) -> Non
         assert len(set(workloads)) == len(workloads)
     if "per_zone" in limits:
         assert len({m.origin["zone"] for m in plan.moves}) == len(plan.moves)
+
+
+def test_once_every_zone_has_spent_its_limit_the_candidates_left_are_not_judged() -> None:
+    """As when the per-cycle limit is reached, each candidate left is skipped for its zone's
+    limit: the opted-out client and the server whose peer already moved are not judged."""
+    objects = chatty_objects(
+        ["node-a11", "node-a12", "node-a21"], ["node-b11", "node-b12", "node-b21"]
+    )
+    snapshot = snapshot_of(objects)
+    clients, servers = pod_keys(snapshot, "client"), pod_keys(snapshot, "server")
+    _opt_out(next(o for o in objects if o["metadata"]["name"] == clients[2].split("/")[1]))
+    pairs = zip(clients, servers, strict=True)
+    rates = dict(zip(pairs, (100.0, 50.0, 10.0), strict=True))
+    plan, _view = plan_once(make_policy(limits={"per_zone": 1}), snapshot_of(objects), rates)
+    assert [move.origin["zone"] for move in plan.moves] == ["a", "b"]
+    zone_of = {pod: "a" for pod in clients} | {pod: "b" for pod in servers}
+    assert {skip.pod: skip.reason for skip in plan.skipped} == {
+        pod: f"per-zone limit 1 reached ({zone_of[pod]})"
+        for pod in zone_of
+        if pod not in {move.pod for move in plan.moves}
+    }
+
+
+def test_a_candidate_in_no_known_zone_is_not_held_back_by_the_zones_limits() -> None:
+    """No zone limit counts a pod whose zone is unknown, so zone a's spent limit must not end
+    the cycle before it."""
+    objects = [
+        *grid_nodes(),
+        b.node("bare-1"),
+        *b.deployment_pods("client", ["node-a11", "bare-1"]),
+        *b.deployment_pods("server", ["node-b11", "node-b12"]),
+    ]
+    snapshot = snapshot_of(objects)
+    policy = make_policy(limits={"per_zone": 1})
+    view = build_view(policy, snapshot, traffic_of(chatty_rates(objects)))
+    candidates = [
+        Candidate(pod=pod, target=Domain(0, ("b",)), gain=gain, reason="", strategy="test")
+        for pod, gain in zip(pod_keys(snapshot, "client"), (2.0, 1.0), strict=True)
+    ]
+    observed = PlannerState().observe(candidates)
+    result = plan(view, candidates, policy, observed, now=NOW, persistence_required=1)
+    assert {move.pod for move in result.moves} == set(pod_keys(snapshot, "client"))
 
 
 NOW = 1_000_000.0
