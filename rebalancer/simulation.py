@@ -23,6 +23,8 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+import msgspec
+
 from rebalancer.engine import build_view, plan_cycle, topology_of
 from rebalancer.fit import Occupancy, rejection
 from rebalancer.graph import Figures
@@ -196,7 +198,7 @@ class SimulatedCluster:
         node = self.scheduler.place(
             pod, self.snapshot, self.occupancy, within=within or {}, steering=steering
         )
-        placed = dataclasses.replace(
+        placed = msgspec.structs.replace(
             pod, node_name=node, phase="Running" if node else "Pending", ready=node is not None
         )
         self.snapshot.pods[placed.key] = placed

@@ -4,9 +4,10 @@ a spread constraint; the predicted cost never rises; gains add up to exactly the
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
+import msgspec
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -203,7 +204,7 @@ def _applied(snapshot: Snapshot, plan: Plan) -> Snapshot:
     """The cluster after the plan: each moved pod runs on the node the planner found for it."""
     pods = dict(snapshot.pods)
     for move in plan.moves:
-        pods[move.pod] = replace(pods[move.pod], node_name=move.node)
+        pods[move.pod] = msgspec.structs.replace(pods[move.pod], node_name=move.node)
     return Snapshot(snapshot.nodes, pods, snapshot.pdbs, snapshot.workloads)
 
 

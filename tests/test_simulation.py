@@ -3,12 +3,12 @@ right, and using the real planner (so its safety rules hold in simulation too)."
 
 from __future__ import annotations
 
-import dataclasses
 import itertools
 import json
 import math
 from pathlib import Path
 
+import msgspec
 import pytest
 
 from rebalancer import optimum
@@ -141,7 +141,7 @@ workloads:
     assert violations(cluster) == {"pdb": 0, "capacity": 0, "spread": 0}
     pods = sorted(cluster.snapshot.pods.values(), key=lambda pod: pod.node_name or "")
     # Put the third pod beside the first (the scheduler would refuse): zones 2, 1, 0.
-    moved = dataclasses.replace(pods[2], node_name=pods[0].node_name)
+    moved = msgspec.structs.replace(pods[2], node_name=pods[0].node_name)
     cluster.snapshot.pods[moved.key] = moved
     assert violations(cluster) == {"pdb": 0, "capacity": 0, "spread": 1}
     cluster.remove(pods[1].key)  # the budget of 3 is short by one; zones 2, 0, 0
