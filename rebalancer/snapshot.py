@@ -34,8 +34,10 @@ SNAPSHOT_KINDS = (
 SYSTEM_CRITICAL_CLASSES = frozenset({"system-cluster-critical", "system-node-critical"})
 
 
-@dataclass(frozen=True)
-class Resources:
+class Resources(msgspec.Struct, frozen=True, gc=False):
+    """A Struct for the speed of making one: the occupancy adds every pod's requests to its
+    node's, a new Resources each time."""
+
     cpu_millis: int = 0
     memory_bytes: int = 0
     pods: int = 0
