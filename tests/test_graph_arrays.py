@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from rebalancer.engine import build_view
-from rebalancer.graph import Tally
+from rebalancer.graph import Tally, unique_in_runs
 from rebalancer.testing import builders as b
 from rebalancer.topology import Domain, first_split
 from strategies.base import ClusterView
@@ -105,3 +105,13 @@ def test_domain_numbers_kept_between_moves_follow_each_model_s_moves() -> None:
             first_split(cost.locations[arrays.pods[a]], cost.locations[arrays.pods[z]])
             for a, z in zip(arrays.source.tolist(), arrays.target.tolist(), strict=True)
         ]
+
+
+@pytest.mark.parametrize("size", [0, 1, 7, 5000])
+def test_unique_in_runs_is_numpy_s_unique(size: int) -> None:
+    chance = np.random.default_rng(size)
+    keys = np.sort(chance.integers(0, 40, size)) * 100 + chance.integers(0, 9, size)
+    found, position = unique_in_runs(keys)
+    expected_found, expected_position = np.unique(keys, return_inverse=True)
+    assert found.tolist() == expected_found.tolist()
+    assert position.tolist() == expected_position.ravel().tolist()
