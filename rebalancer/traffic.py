@@ -9,12 +9,12 @@ from __future__ import annotations
 import functools
 import math
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from itertools import chain
-from operator import itemgetter
+from operator import attrgetter, itemgetter
 from pathlib import Path
-from typing import Any, Literal, NamedTuple
+from typing import Any, Literal
 
 import msgspec
 import numpy as np
@@ -58,8 +58,9 @@ plain tuple: an answer has up to a million, and a named tuple took several times
 build."""
 
 
-class Sample(NamedTuple):
-    """A named tuple, not a dataclass: an answer has up to a million, built faster this way."""
+class Sample(msgspec.Struct, frozen=True, gc=False):
+    """A Struct: an answer has up to a million, and a million took 0.07 s to build, against
+    0.7 s or more as named tuples (whose constructor runs Python code)."""
 
     labels: tuple[str, ...]
     """The values of the labels the answer was read for, in their order; "" where absent."""
@@ -260,18 +261,19 @@ _SCALAR = msgspec.json.Decoder(tuple[float, str])
 
 
 @functools.cache
-def _series_decoder(labels: tuple[str, ...]) -> msgspec.json.Decoder[list[Any]]:
+def _series_decoder(labels: tuple[str, ...], *, lax: bool) -> msgspec.json.Decoder[list[Any]]:
     """Decodes a vector's series into structs holding only `labels`, each "" when absent.
     Skipping every other label in C, with no dict per series, decoded a million-series answer
-    in 0.7 s, where json.loads took 2.0 s and orjson 1.8 s."""
+    in 0.7 s, where json.loads took 2.0 s and orjson 1.8 s. `lax` reads each value's text
+    ("1.5") as a float in C, in the same pass; it refuses "+Inf" and texts Python's float()
+    reads but JSON does not ("1_000", " 1"), and accepts numbers where Prometheus sends text."""
     fields = {f"label_{index}": label for index, label in enumerate(labels)}
     metric = msgspec.defstruct(
         "Metric", [(name, str, "") for name in fields], rename=fields, gc=False
     )
-    series = msgspec.defstruct(
-        "Series", [("metric", metric), ("value", tuple[float, str])], gc=False
-    )
-    return msgspec.json.Decoder(list[series])  # type: ignore[valid-type]
+    value = tuple[float, float] if lax else tuple[float, str]
+    series = msgspec.defstruct("Series", [("metric", metric), ("value", value)], gc=False)
+    return msgspec.json.Decoder(list[series], strict=not lax)  # type: ignore[valid-type]
 
 
 def parse_answer(body: bytes, labels: tuple[str, ...] = ()) -> AnswerOrFailure:
@@ -295,27 +297,57 @@ def parse_answer(body: bytes, labels: tuple[str, ...] = ()) -> AnswerOrFailure:
             "bad-response",
             f"expected a vector, got {one_line(answer.data.resultType, _DETAIL_LIMIT)}",
         )
+    if answer.data.resultType == "vector":
+        read_fast = _vector_read_fast(answer.data.result, labels)
+        if read_fast is not None:
+            return read_fast
     try:
         if answer.data.resultType == "scalar":
-            rates: Iterable[tuple[tuple[str, ...], str]] = [
-                ((), _SCALAR.decode(answer.data.result)[1])
-            ]
+            label_values: list[tuple[str, ...]] = [()]
+            texts = [_SCALAR.decode(answer.data.result)[1]]
         else:
-            series = _series_decoder(tuple(dict.fromkeys(labels))).decode(answer.data.result)
-            read_labels = _label_reader(labels)
-            rates = ((read_labels(entry.metric), entry.value[1]) for entry in series)
+            decoder = _series_decoder(tuple(dict.fromkeys(labels)), lax=False)
+            series = decoder.decode(answer.data.result)
+            label_values = list(map(_label_reader(labels), map(_METRIC, series)))
+            texts = list(map(_SECOND, map(_VALUE, series)))
     except msgspec.ValidationError as error:
         return TrafficFailure("bad-response", _located(error, "data.result"))
-    samples = []
-    for index, (values, raw) in enumerate(rates):
+    rates = _rates_one_by_one(texts)
+    if isinstance(rates, TrafficFailure):
+        return rates
+    return list(map(Sample, label_values, rates))
+
+
+_METRIC, _VALUE, _SECOND = attrgetter("metric"), attrgetter("value"), itemgetter(1)
+
+
+def _vector_read_fast(result: msgspec.Raw, labels: tuple[str, ...]) -> list[Sample] | None:
+    """The samples, with the values read as floats while decoding and checked in numpy; None
+    when that finds anything wrong, and the answer is then read again strictly, to name the
+    fault in the answer's own words. Converting a million values' texts one by one took 0.4 s."""
+    try:
+        series = _series_decoder(tuple(dict.fromkeys(labels)), lax=True).decode(result)
+    except msgspec.ValidationError:
+        return None
+    rates = list(map(_SECOND, map(_VALUE, series)))
+    checked = np.fromiter(rates, np.float64, len(rates))
+    if not bool(((checked >= 0) & (checked < math.inf)).all()):  # NaN fails both
+        return None
+    return list(map(Sample, map(_label_reader(labels), map(_METRIC, series)), rates))
+
+
+def _rates_one_by_one(texts: list[str]) -> list[float] | TrafficFailure:
+    """The values' texts as non-negative finite rates, or the first, in order, that is not one."""
+    rates = []
+    for index, raw in enumerate(texts):
         try:
             value = float(raw)
         except ValueError:
             return TrafficFailure("bad-response", f"data.result[{index}] has value {raw!r}")
         if not 0.0 <= value < math.inf:  # also false for NaN
             return TrafficFailure("invalid-value", f"data.result[{index}] has value {raw!r}")
-        samples.append(Sample(values, value))
-    return samples
+        rates.append(value)
+    return rates
 
 
 def _label_reader(labels: tuple[str, ...]) -> Callable[[Any], tuple[str, ...]]:

@@ -252,6 +252,39 @@ def test_bad_answers_are_failures_not_exceptions(
     assert result.reason == reason
 
 
+@pytest.mark.parametrize(
+    ("values", "expected"),
+    [
+        (["1", "NaN", "many"], TrafficFailure("invalid-value", "data.result[1] has value 'NaN'")),
+        (["1", "many", "-2"], TrafficFailure("bad-response", "data.result[1] has value 'many'")),
+        (["-2", "many"], TrafficFailure("invalid-value", "data.result[0] has value '-2'")),
+    ],
+    ids=["invalid-first", "unreadable-first", "negative-first"],
+)
+def test_the_first_bad_value_in_the_answer_is_named(
+    values: list[str], expected: TrafficFailure
+) -> None:
+    """The values are checked all at once; the one named is still the first, in order."""
+    pods = [f"default/p{index}" for index in range(len(values))]
+    answer = vector(
+        *((split_labels(pod, API), value) for pod, value in zip(pods, values, strict=True))
+    )
+    assert parse(answer) == expected
+
+
+def test_values_read_whether_or_not_json_would_read_them_as_numbers() -> None:
+    """Values are first read as JSON numbers while decoding; texts that float() reads but JSON
+    does not are read again one by one, as before."""
+    pods = [f"default/p{index}" for index in range(3)]
+    values = ["2.5e-1", " 3", "1_000"]
+    answer = vector(
+        *((split_labels(pod, API), value) for pod, value in zip(pods, values, strict=True))
+    )
+    samples = parse(answer)
+    assert isinstance(samples, list)
+    assert [sample.value for sample in samples] == [0.25, 3.0, 1000.0]
+
+
 def test_a_recorded_response_file_is_read_like_a_live_answer(tmp_path: Path) -> None:
     recorded = tmp_path / "answer.json"
     recorded.write_text(json.dumps(vector((split_labels(WEB[0], API), "4"))))
