@@ -18,7 +18,7 @@ from urllib3.exceptions import HTTPError
 
 from rebalancer.errors import SourceUnavailableError
 from rebalancer.kube import list_with_version, snapshot_listers
-from rebalancer.snapshot import Snapshot, parse_items, prepared
+from rebalancer.snapshot import PodsRead, Snapshot, parse_items, prepared
 
 WATCH_SECONDS = 300
 """Each watch request ends after this long and is renewed, so a silently dead one is noticed."""
@@ -117,6 +117,7 @@ class WatchCache:
             threading.Thread(target=r.run, name=f"watch-{r.kind}", daemon=True)
             for r in self.reflectors
         ]
+        self.pods_read = PodsRead()
 
     def start(self) -> WatchCache:
         for thread in self.threads:
@@ -134,7 +135,7 @@ class WatchCache:
         for reflector in self.reflectors:
             with reflector.lock:
                 items.extend((item, reflector.kind) for item in reflector.items.values())
-        return parse_items(items, "Kubernetes API")
+        return parse_items(items, "Kubernetes API", self.pods_read)
 
     def stop(self) -> None:
         for reflector in self.reflectors:

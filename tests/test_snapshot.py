@@ -9,6 +9,7 @@ import pytest
 
 from rebalancer.errors import InputError
 from rebalancer.snapshot import (
+    PodsRead,
     Resources,
     WorkloadRef,
     decode_snapshot,
@@ -182,3 +183,27 @@ def test_missing_and_malformed_files(tmp_path: Path) -> None:
     good = tmp_path / "good.json"
     good.write_text(json.dumps(b.k8s_list([b.node("n1", "a")])))
     assert list(load_snapshot(good).nodes) == ["n1"]
+
+
+def test_pods_read_before_are_kept_while_their_object_and_replicaset_owner_are_the_same() -> None:
+    """The watch cache replaces an object on each event: a replaced pod is read again, and so is
+    one whose ReplicaSet now has another owner; every other pod is the one read before."""
+    objects = [b.node("n1", "a"), *b.deployment_pods("web", ["n1", "n1"])]
+    items = [(prepared(item), item["kind"]) for item in objects]
+    pods_read = PodsRead()
+    first = parse_items(items, "cache", pods_read)
+    relabelled, kept = sorted(first.pods)
+    again = parse_items(items, "cache", pods_read)
+    assert again.pods[relabelled] is first.pods[relabelled]
+    changed = objects[-2]  # node, Deployment, ReplicaSet, then the pods in order
+    changed["metadata"]["labels"] = {"app": "web", "tier": "front"}
+    items[-2] = (prepared(changed), "Pod")
+    replaced = parse_items(items, "cache", pods_read)
+    assert replaced.pods[relabelled].labels["tier"] == "front"
+    assert replaced.pods[kept] is first.pods[kept]
+    items[2] = (prepared(b.replicaset("web-5d8c7", "site")), "ReplicaSet")  # adopted by "site"
+    adopted = parse_items(items, "cache", pods_read)
+    assert {pod.workload for pod in adopted.pods.values()} == {
+        WorkloadRef("Deployment", "default", "site")
+    }
+    assert repr(adopted) == repr(parse_items(items, "cache"))

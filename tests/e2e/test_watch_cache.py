@@ -40,6 +40,14 @@ def test_the_cache_follows_pods_and_nodes(cluster: LocalCluster, cache: WatchCac
     snapshot = cache.snapshot()
     pod = snapshot.pods[sorted(_pods(cache))[0]]
     assert pod.workload is not None and pod.workload.kind == "Deployment"  # RS and Deployment too
+    # The snapshot keeps pods read before; the watch event's new object must be read again.
+    core = client.CoreV1Api(cluster.api_client())
+    core.patch_namespaced_pod(pod.name, NAMESPACE, {"metadata": {"labels": {"tier": "front"}}})
+    wait_until(
+        lambda: cache.snapshot().pods[pod.key].labels.get("tier") == "front",
+        10,
+        "the new label in the cache",
+    )
     apps = client.AppsV1Api(cluster.api_client())
     apps.patch_namespaced_deployment("web", NAMESPACE, {"spec": {"replicas": 3}})
     wait_until(lambda: len(_pods(cache)) == 3, 20, "the third pod in the cache")
