@@ -7,6 +7,7 @@ failing test never leaves a server behind.
 from __future__ import annotations
 
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -30,11 +31,39 @@ def peak_rss_mib(pid: int | str = "self") -> float:
     return 0.0
 
 
+_HANDED_OUT: set[int] = set()
+_CHANCE = random.Random()  # its own: a test that seeds the module's generator must not pick ports
+_LOWEST_PORT = 10000
+
+
 def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
+    """A loopback port free now, below the kernel's ephemeral range, and never handed out twice
+    by this process. A port from bind(0) is in that range, from which every outgoing connection
+    also draws its source port: in CI a client connection took the webhook's port between
+    handing it out and the controller binding it (Address already in use)."""
+    highest = _ephemeral_ports()[0] - 1
+    if highest < _LOWEST_PORT:
+        raise RuntimeError(f"free_port: the kernel's ephemeral ports start below {_LOWEST_PORT}")
+    while True:
+        port = _CHANCE.randint(_LOWEST_PORT, highest)
+        if port in _HANDED_OUT:
+            continue
+        _HANDED_OUT.add(port)
+        with socket.socket() as probe:
+            try:
+                probe.bind(("127.0.0.1", port))
+            except OSError:
+                continue  # taken by someone else: try another
         return port
+
+
+def _ephemeral_ports() -> tuple[int, int]:
+    """The kernel's range for source ports and bind(0); Linux's default where it cannot be read."""
+    try:
+        low, high = Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()
+    except (OSError, ValueError):
+        return 32768, 60999
+    return int(low), int(high)
 
 
 def wait_until(check: Callable[[], bool], timeout: float, what: str) -> None:
