@@ -189,6 +189,26 @@ def test_only_the_queried_labels_are_read_and_their_faults_are_located() -> None
     )
 
 
+def test_each_dropped_series_is_counted_once_for_its_reason() -> None:
+    """The ends are looked up all at once; every series keeps its own reason and rate."""
+    unlabelled = {**split_labels(WEB[0], API), "source_pod": ""}
+    samples = parse(
+        vector(
+            (split_labels(WEB[0], API), "1"),
+            (unlabelled, "2"),
+            (split_labels("elsewhere/web-1", API), "4"),
+            (split_labels(WEB[1], "default/gone-1"), "8"),
+            (split_labels(WEB[1], WEB[1]), "16"),
+            (split_labels(API, WEB[1]), "32"),
+        )
+    )
+    traffic = read_traffic(samples, FRESH, SPLIT, SNAPSHOT, 60)
+    assert isinstance(traffic, PodTraffic)
+    assert traffic.unmatched == {"unlabelled": 1, "unknown-pod": 2, "self": 1}
+    assert traffic.rates == {(API, WEB[0]): 1.0, (API, WEB[1]): 32.0}
+    assert traffic.series == 6
+
+
 def test_series_of_pods_not_in_the_snapshot_are_counted_and_dropped() -> None:
     samples = parse(
         vector((split_labels(WEB[0], API), "1"), (split_labels("default/gone-1", API), "7"))
