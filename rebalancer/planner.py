@@ -708,7 +708,7 @@ def plan(
 @dataclass
 class _Prejudged:
     """The worth of every one-pod candidate on the cycle's starting model, judged in numpy a
-    batch at a time, in the order the loop pops them, each batch twice the size of those before.
+    batch at a time, in the order the loop pops them, each batch as large as all before it.
     A pod whose cost no pick has changed keeps it, so the loop works out a worth again only next
     to the moves already made: at 100k pods it judged some 84,000 candidates one by one to make
     9 moves. Judging them all up front took 0.4 s, though with the default limits the loop ends
