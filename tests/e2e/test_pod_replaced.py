@@ -5,6 +5,7 @@ after that check, only the API server does (the eviction names the planned pod's
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
 from functools import partial
 from typing import Any
@@ -48,8 +49,14 @@ def _replace_with_namesakes(core: client.CoreV1Api, moves: tuple[Move, ...]) -> 
         name = move.pod.split("/", 1)[1]
         raw: Any = core.read_namespaced_pod(name, NAMESPACE, _preload_content=False)
         spec = json.loads(raw.data)["spec"]
-        core.delete_namespaced_pod(name, NAMESPACE, grace_period_seconds=0)
+        # kwok deletes a pod by name, and retries a delete that found the pod gone. After a
+        # forced delete, its retry once removed the namesake made meanwhile (in CI the executor
+        # then found no pod to check). So the pod is deleted gracefully, for kwok to finish as a
+        # kubelet would, and kwok's late attempts on it (185 ms after its delete, in one run)
+        # are let pass before the namesake is made.
+        core.delete_namespaced_pod(name, NAMESPACE)
         wait_until(partial(_gone, core, name), 30, f"pod {name} deleted")
+        time.sleep(1)
         namesake = client.V1Pod(
             metadata=client.V1ObjectMeta(name=name, labels={"namesake": "true"}),
             spec=client.V1PodSpec(
