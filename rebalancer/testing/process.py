@@ -39,9 +39,9 @@ _LOWEST_PORT = 10000
 def free_port() -> int:
     """A loopback port free now, below the kernel's ephemeral range, and never handed out twice
     by this process. A port from bind(0) is in that range, from which every outgoing connection
-    also draws its source port: in CI a client connection took the webhook's port between
-    handing it out and the controller binding it (Address already in use)."""
-    highest = _ephemeral_ports()[0] - 1
+    also draws its source port: in CI the controller's webhook port was taken between handing
+    it out and the controller binding it (Address already in use)."""
+    highest = _first_ephemeral_port() - 1
     if highest < _LOWEST_PORT:
         raise RuntimeError(f"free_port: the kernel's ephemeral ports start below {_LOWEST_PORT}")
     while True:
@@ -57,13 +57,13 @@ def free_port() -> int:
         return port
 
 
-def _ephemeral_ports() -> tuple[int, int]:
-    """The kernel's range for source ports and bind(0); Linux's default where it cannot be read."""
+def _first_ephemeral_port() -> int:
+    """Where the kernel's range for source ports and bind(0) starts; Linux's default where it
+    cannot be read."""
     try:
-        low, high = Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()
-    except (OSError, ValueError):
-        return 32768, 60999
-    return int(low), int(high)
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
 
 
 def wait_until(check: Callable[[], bool], timeout: float, what: str) -> None:
