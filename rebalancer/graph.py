@@ -84,6 +84,21 @@ def unique_in_runs(keys: Indices) -> tuple[Indices, Indices]:
     return ordered[starts], position
 
 
+def unique_first_seen(keys: Indices) -> tuple[Indices, Indices, Indices]:
+    """np.unique(keys, return_index=True, return_inverse=True), the same three arrays, from an
+    unstable sort and the least position per key: asked for the first of each key, np.unique
+    sorts stably, which for a million random keys took 0.11 s against 0.04 s here (2M: 0.36 s
+    against 0.13 s)."""
+    order = np.argsort(keys)
+    ordered = keys[order]
+    starts = np.ones(len(keys), np.bool_)
+    starts[1:] = ordered[1:] != ordered[:-1]
+    position = np.empty(len(keys), np.int64)
+    position[order] = np.cumsum(starts) - 1
+    first_seen = np.minimum.reduceat(order, np.flatnonzero(starts)) if len(keys) else order
+    return ordered[starts], first_seen, position
+
+
 @dataclass(frozen=True)
 class DomainNumbers:
     of_pod: Indices
@@ -500,7 +515,7 @@ class PodCostModel(PodPricing):
         workload = np.fromiter((number[names[pod]] for pod in arrays.pods), np.int64)
         first, second = workload[source], workload[target]
         pair = np.minimum(first, second) * len(workloads) + np.maximum(first, second)
-        pairs, first_seen, position = np.unique(pair, return_index=True, return_inverse=True)
+        pairs, first_seen, position = unique_first_seen(pair)
         pair_rate = group_sums(position, rate, len(pairs))
         pair_cost = group_sums(position, cost, len(pairs))
         in_order = np.argsort(first_seen)  # as a loop meets them: ties in a report keep it

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from rebalancer.engine import build_view
-from rebalancer.graph import Tally, unique_in_runs
+from rebalancer.graph import Tally, unique_first_seen, unique_in_runs
 from rebalancer.testing import builders as b
 from rebalancer.topology import Domain, first_split
 from strategies.base import ClusterView
@@ -115,3 +115,13 @@ def test_unique_in_runs_is_numpy_s_unique(size: int) -> None:
     expected_found, expected_position = np.unique(keys, return_inverse=True)
     assert found.tolist() == expected_found.tolist()
     assert position.tolist() == expected_position.ravel().tolist()
+
+
+@pytest.mark.parametrize("size", [0, 1, 7, 5000])
+def test_unique_first_seen_is_numpy_s_unique(size: int) -> None:
+    """Repeated keys in no order: the first position of each must be the least, whichever of
+    its copies the unstable sort puts first."""
+    keys = np.random.default_rng(size).integers(0, 50, size)
+    found = unique_first_seen(keys)
+    expected = np.unique(keys, return_index=True, return_inverse=True)
+    assert [array.tolist() for array in found] == [array.ravel().tolist() for array in expected]
