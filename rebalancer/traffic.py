@@ -11,7 +11,7 @@ import math
 from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from itertools import chain
+from itertools import chain, repeat
 from operator import attrgetter, itemgetter
 from pathlib import Path
 from typing import Any, Literal
@@ -24,7 +24,7 @@ from urllib3.util.retry import Retry
 
 from rebalancer.errors import InputError, one_line, where_and_what
 from rebalancer.files import read_bytes
-from rebalancer.graph import Floats, Indices, group_sums
+from rebalancer.graph import Floats, Indices, group_sums, unique_first_seen
 from rebalancer.policy import CustomSource, HubbleSource, IstioSource
 from rebalancer.snapshot import Snapshot
 
@@ -129,9 +129,7 @@ class PodTraffic:
         swapped = rank[sources] > rank[destinations]
         first = np.where(swapped, destinations, sources)
         second = np.where(swapped, sources, destinations)
-        pair_keys, first_seen, pair_of = np.unique(
-            first * len(pods) + second, return_index=True, return_inverse=True
-        )
+        pair_keys, first_seen, pair_of = unique_first_seen(first * len(pods) + second)
         summed = group_sums(pair_of, values, len(pair_keys))
         order = np.argsort(first_seen, kind="stable")
         kept = first_seen[order]
@@ -391,12 +389,20 @@ def map_series(
     endpoints_of: list[EndpointNames | None],
     queries: Queries,
     snapshot: Snapshot,
-) -> PodTraffic | WorkloadTraffic:
-    """Attach rates to the snapshot's pods, or, for workload series, to their workloads.
-    `endpoints_of` holds each sample's endpoints, read once for this and the duplicate check."""
+) -> PodTraffic | WorkloadTraffic | TrafficFailure:
+    """Attach rates to the snapshot's pods, or, for workload series, to their workloads; a
+    failure if a pair has more than one series: an aggregated query returns each pair once, so
+    more means the labels do not name pairs."""
     if queries.granularity == "pod":
         return _map_pod_series(samples, endpoints_of, snapshot)
+    duplicated = _duplicated_pairs(endpoints_of)
+    if duplicated:
+        return _duplicates_failure(duplicated)
     return _map_workload_series(samples, endpoints_of, snapshot)
+
+
+def _duplicates_failure(duplicated: int) -> TrafficFailure:
+    return TrafficFailure("bad-response", f"{duplicated} duplicate series for the same pair")
 
 
 def _map_workload_series(
@@ -441,41 +447,59 @@ def _map_workload_series(
 
 def _map_pod_series(
     samples: list[Sample], endpoints_of: list[EndpointNames | None], snapshot: Snapshot
-) -> PodTraffic:
-    """Pods are found namespace first, then name: for a million series, two lookups by text took
-    1.4 s against 2.3 s for one by a (namespace, name) tuple, hashed afresh for every series.
-    They are numbered in the snapshot's order, and the pairs added up in numpy."""
-    unmatched: Counter[str] = Counter()
+) -> PodTraffic | TrafficFailure:
+    """Pods are found namespace first, then name: a lookup by a (namespace, name) tuple hashes
+    the tuple afresh for every series. They are numbered in the snapshot's order, and the
+    lookups run in C, through map(), and are judged all at once in numpy. Duplicates are found
+    by these numbers, so among series between known pods only (the others are dropped anyway):
+    for a million series a set of the label tuples took 0.35 s, sorting the numbers 0.03 s."""
     numbers: dict[str, dict[str, int]] = {}
     for number, pod in enumerate(snapshot.pods.values()):
         numbers.setdefault(pod.namespace, {})[pod.name] = number
-    nowhere: dict[str, int] = {}
-    sources: list[int] = []
-    destinations: list[int] = []
-    values: list[float] = []
-    for sample, endpoints in zip(samples, endpoints_of, strict=True):
-        if endpoints is None:
-            unmatched["unlabelled"] += 1
-            continue
-        namespace_a, name_a, namespace_b, name_b = endpoints
-        a = numbers.get(namespace_a, nowhere).get(name_a)
-        b = numbers.get(namespace_b, nowhere).get(name_b)
-        if a is None or b is None:
-            unmatched["unknown-pod"] += 1
-        elif a == b:
-            unmatched["self"] += 1
-        else:
-            sources.append(a)
-            destinations.append(b)
-            values.append(sample.value)
+    count = len(samples)
+    labelled = np.fromiter(map(bool, endpoints_of), np.bool_, count)
+    endpoints = [names or _NO_ENDPOINTS for names in endpoints_of]
+    source = _pod_numbers(numbers, endpoints, 0, count)
+    destination = _pod_numbers(numbers, endpoints, 2, count)
+    known = (source >= 0) & (destination >= 0)
+    directed = np.sort(source[known] * len(snapshot.pods) + destination[known])
+    duplicated = int(np.count_nonzero(directed[1:] == directed[:-1]))
+    if duplicated:
+        return _duplicates_failure(duplicated)
+    between_two = known & (source != destination)
+    unmatched = Counter(
+        {
+            "unlabelled": count - int(labelled.sum()),
+            "unknown-pod": int((labelled & ~known).sum()),
+            "self": int((known & ~between_two).sum()),
+        }
+    )
+    values = np.fromiter(map(_VALUE_OF, samples), np.float64, count)
     return PodTraffic.undirected(
         tuple(snapshot.pods),
-        np.array(sources, np.int64),
-        np.array(destinations, np.int64),
-        np.array(values, np.float64),
-        unmatched=unmatched,
-        series=len(samples),
+        source[between_two],
+        destination[between_two],
+        values[between_two],
+        unmatched=+unmatched,  # only the reasons that occurred, as a count per series made them
+        series=count,
     )
+
+
+_NO_ENDPOINTS: EndpointNames = ("", "", "", "")
+"""Stands in for a series' missing endpoints: no pod has an empty namespace or name."""
+_VALUE_OF = attrgetter("value")
+_NOWHERE: dict[str, int] = {}
+
+
+def _pod_numbers(
+    numbers: dict[str, dict[str, int]], endpoints: list[EndpointNames], first: int, count: int
+) -> Indices:
+    """The number of the pod named at `first` (namespace) and the next position (name) of each
+    series' endpoints; -1 for a pod not in the snapshot."""
+    namespaces = map(itemgetter(first), endpoints)
+    names = map(itemgetter(first + 1), endpoints)
+    by_name = map(numbers.get, namespaces, repeat(_NOWHERE))
+    return np.fromiter(map(dict.get, by_name, names, repeat(-1)), np.int64, count)
 
 
 def judge_freshness(samples: list[Sample], max_age_seconds: float) -> TrafficFailure | None:
@@ -507,10 +531,9 @@ def read_traffic(
             return stale
     read_endpoints = _endpoint_reader(queries)
     endpoints = [read_endpoints(sample.labels) for sample in traffic_samples]
-    duplicated = _duplicated_pairs(endpoints)
-    if duplicated:
-        return TrafficFailure("bad-response", f"{duplicated} duplicate series for the same pair")
     traffic = map_series(traffic_samples, endpoints, queries, snapshot)
+    if isinstance(traffic, TrafficFailure):
+        return traffic
     if not traffic.pair_count():
         return TrafficFailure(
             "empty", f"none of {traffic.series} series matched a pod in the snapshot"
@@ -519,7 +542,6 @@ def read_traffic(
 
 
 def _duplicated_pairs(endpoints: list[EndpointNames | None]) -> int:
-    """An aggregated query returns each pair once; more means the labels do not name pairs."""
     if len(set(endpoints)) == len(endpoints):  # the usual answer, checked at C speed
         return 0
     seen = Counter(endpoints)

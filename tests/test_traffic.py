@@ -209,6 +209,20 @@ def test_each_dropped_series_is_counted_once_for_its_reason() -> None:
     assert traffic.series == 6
 
 
+def test_duplicates_are_counted_among_series_between_known_pods() -> None:
+    """Found by the pods' numbers: three series of one pair are two too many; repeats of a pod
+    not in the snapshot are dropped with it, as every series of it is."""
+    known, gone = split_labels(WEB[0], API), split_labels("default/gone-1", API)
+    answer = vector((known, "1"), (known, "2"), (gone, "3"), (gone, "4"), (known, "5"))
+    failure = read_traffic(parse(answer), FRESH, SPLIT, SNAPSHOT, 60)
+    assert failure == TrafficFailure("bad-response", "2 duplicate series for the same pair")
+    traffic = read_traffic(
+        parse(vector((known, "1"), (gone, "3"), (gone, "4"))), FRESH, SPLIT, SNAPSHOT, 60
+    )
+    assert isinstance(traffic, PodTraffic)
+    assert traffic.unmatched == {"unknown-pod": 2}
+
+
 def test_series_of_pods_not_in_the_snapshot_are_counted_and_dropped() -> None:
     samples = parse(
         vector((split_labels(WEB[0], API), "1"), (split_labels("default/gone-1", API), "7"))
