@@ -84,6 +84,16 @@ def unique_in_runs(keys: Indices) -> tuple[Indices, Indices]:
     return ordered[starts], position
 
 
+def stable_order(keys: Indices) -> Indices:
+    """np.argsort(keys, kind="stable") for non-negative keys: an unstable sort of the keys made
+    unique by their positions gives the same order. For 2M pod numbers, 0.04 s against 0.16 to
+    0.20 s; the stable sort is kept where the product would not fit in 64 bits."""
+    count = len(keys)
+    if not count or int(keys.max()) >= np.iinfo(np.int64).max // count - 1:
+        return np.argsort(keys, kind="stable")
+    return np.argsort(keys * count + np.arange(count))
+
+
 def unique_first_seen(keys: Indices) -> tuple[Indices, Indices, Indices]:
     """np.unique(keys, return_index=True, return_inverse=True), the same three arrays, from an
     unstable sort and the least position per key: asked for the first of each key, np.unique
@@ -149,7 +159,7 @@ class EdgeArrays:
         renumbered = np.cumsum(paired) - 1
         first, second = renumbered[first], renumbered[second]
         either_way = np.concatenate([first, second])
-        by_source = np.argsort(either_way, kind="stable")
+        by_source = stable_order(either_way)
         source = either_way[by_source]
         target = np.concatenate([second, first])[by_source]
         rate = np.concatenate([rate, rate])[by_source]

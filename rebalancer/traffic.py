@@ -131,7 +131,7 @@ class PodTraffic:
         second = np.where(swapped, sources, destinations)
         pair_keys, first_seen, pair_of = unique_first_seen(first * len(pods) + second)
         summed = group_sums(pair_of, values, len(pair_keys))
-        order = np.argsort(first_seen, kind="stable")
+        order = np.argsort(first_seen)  # positions, each once: any sort is stable
         kept = first_seen[order]
         return cls(pods, first[kept], second[kept], summed[order], unmatched, series)
 

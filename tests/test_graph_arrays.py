@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from rebalancer.engine import build_view
-from rebalancer.graph import Tally, unique_first_seen, unique_in_runs
+from rebalancer.graph import Tally, stable_order, unique_first_seen, unique_in_runs
 from rebalancer.testing import builders as b
 from rebalancer.topology import Domain, first_split
 from strategies.base import ClusterView
@@ -125,3 +125,11 @@ def test_unique_first_seen_is_numpy_s_unique(size: int) -> None:
     found = unique_first_seen(keys)
     expected = np.unique(keys, return_index=True, return_inverse=True)
     assert [array.tolist() for array in found] == [array.ravel().tolist() for array in expected]
+
+
+@pytest.mark.parametrize("largest", [0, 30, 2**62])
+@pytest.mark.parametrize("size", [0, 1, 7, 5000])
+def test_stable_order_is_a_stable_argsort(size: int, largest: int) -> None:
+    """Repeated keys keep their order, also where keys times positions would overflow."""
+    keys = np.random.default_rng(size).integers(0, largest + 1, size, dtype=np.int64)
+    assert stable_order(keys).tolist() == np.argsort(keys, kind="stable").tolist()
