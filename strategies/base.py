@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
+import msgspec
 from pydantic import BaseModel, ConfigDict
 
 from rebalancer.fit import Occupancy
@@ -34,8 +35,10 @@ class StrategyArgs(BaseModel):
         return []
 
 
-@dataclass(frozen=True)
-class Candidate:
+class Candidate(msgspec.Struct, frozen=True, gc=False):
+    """A Struct: a strategy may propose one for most pods (84k at 100k pods), and a frozen
+    dataclass took over ten times as long to make."""
+
     pod: str
     target: Domain
     gain: float

@@ -72,10 +72,7 @@ class SplitPeers:
     ) -> list[Candidate]:
         """Candidates into the domains holding the pod's traffic, heaviest first: every one that
         holds the share, not just the heaviest, as at a 50/50 split the other may have room."""
-        topology, cost = view.topology, view.cost
-        here = topology.domain_of(cost.locations[pod], level)
-        assert here is not None  # a pod in an unknown domain holds nothing (see heavy_domains)
-        level_name = topology.levels[level].name
+        level_name = view.topology.levels[level].name
         candidates = []
         for row in holding:
             if row.gain <= 0:
@@ -88,6 +85,8 @@ class SplitPeers:
         pods = view.snapshot.pods
         if not candidates or any(_room_for(view, [pods[pod]], c.target) for c in candidates):
             return candidates
+        here = view.topology.domain_of(view.cost.locations[pod], level)
+        assert here is not None  # a pod in an unknown domain holds nothing (see heavy_domains)
         heaviest = candidates[0]
         pair = self._pair(view, pod, here, heaviest.target)
         if pair is not None:
