@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from itertools import repeat
 from typing import TYPE_CHECKING, NamedTuple, Protocol, Self, cast
 
+import msgspec
 import networkx as nx
 import numpy as np
 import numpy.typing as npt
@@ -36,8 +37,10 @@ class Price:
     zone_level: int
 
 
-@dataclass(frozen=True)
-class WorkloadPairFigure:
+class WorkloadPairFigure(msgspec.Struct, frozen=True, gc=False):
+    """A Struct: a plan's figures hold one per pair of workloads that talk (91k at 100k pods),
+    twice, and 182k frozen dataclasses took 0.15 s to make."""
+
     workloads: tuple[str, str]
     rate: float
     weighted_cost: float
@@ -214,8 +217,9 @@ class EdgeArrays:
         return shared
 
 
-@dataclass(frozen=True)
-class Worth:
+class Worth(msgspec.Struct, frozen=True, gc=False):
+    """A Struct, cheap to make: the planner judges candidates in batches of thousands."""
+
     gain: float
     """Weighted cost saved."""
     cost: float

@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
+import msgspec
 from pydantic import BaseModel, ConfigDict
 
 from rebalancer.fit import Occupancy, rejection
@@ -82,8 +83,9 @@ SkipCategory = Literal[
 """A bounded name for why a candidate was skipped, for metric labels; the reason has details."""
 
 
-@dataclass(frozen=True)
-class Skip:
+class Skip(msgspec.Struct, frozen=True, gc=False):
+    """A Struct, cheap to make: a cycle may skip most of tens of thousands of candidates."""
+
     pod: str
     reason: str
     strategy: str
@@ -674,7 +676,8 @@ def plan(
     prejudged = _Prejudged.of(view.cost, candidates)
 
     def skip(candidate: Candidate, category: SkipCategory, reason: str) -> None:
-        skipped.setdefault(candidate.pod, Skip(candidate.pod, reason, candidate.strategy, category))
+        if candidate.pod not in skipped:  # the first reason found for a pod is the one reported
+            skipped[candidate.pod] = Skip(candidate.pod, reason, candidate.strategy, category)
 
     while heap and not (cycle.budget.exhausted() or cycle.budget.spent_in_every_zone()):
         _negative_gain, index, candidate = heapq.heappop(heap)
