@@ -81,8 +81,10 @@ class Node:
     ready: bool = True
 
 
-@dataclass(frozen=True)
-class WorkloadRef:
+class WorkloadRef(msgspec.Struct, frozen=True, gc=False):
+    """A Struct: every pod of a workload has one, made as the pod is read, and the snapshot and
+    the planner key dicts by it; a frozen dataclass hashes in Python."""
+
     kind: str
     namespace: str
     name: str
