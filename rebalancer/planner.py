@@ -186,11 +186,15 @@ class PlannerState(BaseModel):
 
 
 def streak_key(candidate: Candidate) -> str:
-    """One key per proposal; a joint move persists only as the same set of moves."""
-    return "+".join(
-        f"{pod}->{target.level}:{'/'.join(target.key)}"
-        for pod, target in sorted(candidate.targets.items())
-    )
+    """One key per proposal; a joint move persists only as the same set of moves. A one-pod
+    candidate skips sorting its one move: a cycle observes tens of thousands of candidates."""
+    if not candidate.companions:
+        return _move_key(candidate.pod, candidate.target)
+    return "+".join(_move_key(pod, target) for pod, target in sorted(candidate.targets.items()))
+
+
+def _move_key(pod: str, target: Domain) -> str:
+    return f"{pod}->{target.level}:{'/'.join(target.key)}"
 
 
 def price_of(policy: Policy, topology: Topology) -> Price:

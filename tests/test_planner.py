@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from rebalancer.engine import build_view, plan_cycle, propose
-from rebalancer.planner import Plan, PlannerState, RecentMove, plan
+from rebalancer.planner import Plan, PlannerState, RecentMove, plan, streak_key
 from rebalancer.testing import builders as b
 from rebalancer.topology import Domain
 from rebalancer.traffic import TrafficFailure
@@ -564,3 +564,14 @@ def test_each_move_takes_the_least_loaded_node_as_earlier_moves_left_it() -> Non
         ({"zone": "b"}, "node-b21"),
         ({"zone": "b"}, "node-b22"),
     ]
+
+
+def test_streak_keys_name_each_move_with_a_joint_move_s_in_pod_order() -> None:
+    """The keys are kept in the saved state from cycle to cycle: their text must not change."""
+    rack = Domain(1, ("a", "r2"))
+    alone = Candidate("default/web-1", rack, 1.0, "", "split-peers")
+    joint = Candidate(
+        "default/web-1", rack, 1.0, "", "split-peers", companions=(("default/api-1", rack),)
+    )
+    assert streak_key(alone) == "default/web-1->1:a/r2"
+    assert streak_key(joint) == "default/api-1->1:a/r2+default/web-1->1:a/r2"
