@@ -407,7 +407,10 @@ def _affinity_terms(affinity: _PodAffinity | None, namespace: str) -> tuple[PodA
 
 
 def _condition_true(status: _Status, kind: str) -> bool:
-    return any(c.type == kind and c.status == "True" for c in status.conditions or ())
+    for condition in status.conditions or ():
+        if condition.type == kind and condition.status == "True":
+            return True
+    return False
 
 
 def _parse_node(reader: _Reader, item: _Object) -> Node:
@@ -423,20 +426,24 @@ def _parse_node(reader: _Reader, item: _Object) -> Node:
 
 
 def _replicaset_owner(
-    item: _Object, owners: Mapping[tuple[str, str], tuple[str, str] | None]
+    metadata: _Metadata,
+    controller: tuple[str, str] | None,
+    owners: Mapping[tuple[str, str], tuple[str, str] | None],
 ) -> tuple[str, str] | None:
     """The controller of the pod's ReplicaSet, if the pod has one and it has one."""
-    metadata = item.metadata or _NO_METADATA
-    controller = _controller_of(metadata)
     if controller is None or controller[0] != "ReplicaSet":
         return None
     return owners.get((metadata.namespace or "default", controller[1]))
 
 
-def _parse_pod(reader: _Reader, item: _Object, replicaset_owner: tuple[str, str] | None) -> Pod:
+def _parse_pod(
+    reader: _Reader,
+    item: _Object,
+    controller: tuple[str, str] | None,
+    replicaset_owner: tuple[str, str] | None,
+) -> Pod:
     metadata, spec, status = _parts(item)
     namespace = metadata.namespace or "default"
-    controller = _controller_of(metadata)
     workload = None
     if controller is not None:
         # A ReplicaSet owned by a Deployment is an implementation detail of that Deployment.
@@ -634,13 +641,15 @@ def _read_pods(
 ) -> dict[int, _ReadPod]:
     read: dict[int, _ReadPod] = {}
     for index, item in pods:
-        owner = _replicaset_owner(item, replicaset_owners)
+        metadata = item.metadata or _NO_METADATA
+        controller = _controller_of(metadata)
+        owner = _replicaset_owner(metadata, controller, replicaset_owners)
         known = earlier.get(id(item))
         if known is not None and known[1] == owner:  # the same object: see PodsRead
             read[id(item)] = known
             continue
-        name = (item.metadata or _NO_METADATA).name or "?"
-        pod = _parse_pod(_Reader(f"{origin}: items[{index}] (Pod {name})"), item, owner)
+        reader = _Reader(f"{origin}: items[{index}] (Pod {metadata.name or '?'})")
+        pod = _parse_pod(reader, item, controller, owner)
         read[id(item)] = (item, owner, pod)
     return read
 
