@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from itertools import chain, repeat
 from operator import attrgetter, itemgetter
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 import msgspec
 import numpy as np
@@ -53,9 +53,9 @@ WorkloadName = tuple[str, str]
 """(namespace, name) of a workload, as a workload-level answer names it."""
 
 EndpointNames = tuple[str, str, str, str]
-"""A series' source namespace and name, then its destination's, as its labels give them. A
-plain tuple: an answer has up to a million, and a named tuple took several times longer to
-build."""
+"""A series' source namespace and name, then its destination's, as its labels give them; a
+series missing one of them (an empty text) names no pair. A plain tuple: an answer has up to a
+million, and a named tuple took several times longer to build."""
 
 
 class Sample(msgspec.Struct, frozen=True, gc=False):
@@ -365,28 +365,27 @@ def _located(error: msgspec.ValidationError, root: str) -> str:
     return one_line(f"{root}{path}: {problem}", _DETAIL_LIMIT)
 
 
-def _endpoint_reader(queries: Queries) -> Callable[[tuple[str, ...]], EndpointNames | None]:
-    """Reads a series' endpoints from its label values, or None when one is missing or empty."""
+def _endpoints(samples: list[Sample], queries: Queries) -> list[EndpointNames]:
+    """Each series' endpoints. Where a label names each of the four, they are the label values
+    as read: taken in C, where a call per series took 0.15 s for a million."""
     if queries.combined_names:
+        return [_split_names(*sample.labels) for sample in samples]
+    return cast(list[EndpointNames], list(map(_LABELS_OF, samples)))
 
-        def read_combined(values: tuple[str, ...]) -> EndpointNames | None:
-            source, destination = values
-            src_namespace, _, src_pod = source.partition("/")
-            dst_namespace, _, dst_pod = destination.partition("/")
-            names = (src_namespace, src_pod, dst_namespace, dst_pod)
-            return names if all(names) else None
 
-        return read_combined
+def _split_names(source: str, destination: str) -> EndpointNames:
+    """From "namespace/name" labels; a label without the slash leaves the name empty."""
+    source_namespace, _, source_pod = source.partition("/")
+    destination_namespace, _, destination_pod = destination.partition("/")
+    return source_namespace, source_pod, destination_namespace, destination_pod
 
-    def read_split(values: tuple[str, ...]) -> EndpointNames | None:
-        return values if all(values) else None  # type: ignore[return-value]
 
-    return read_split
+_LABELS_OF = attrgetter("labels")
 
 
 def map_series(
     samples: list[Sample],
-    endpoints_of: list[EndpointNames | None],
+    endpoints_of: list[EndpointNames],
     queries: Queries,
     snapshot: Snapshot,
 ) -> PodTraffic | WorkloadTraffic | TrafficFailure:
@@ -406,7 +405,7 @@ def _duplicates_failure(duplicated: int) -> TrafficFailure:
 
 
 def _map_workload_series(
-    samples: list[Sample], endpoints_of: list[EndpointNames | None], snapshot: Snapshot
+    samples: list[Sample], endpoints_of: list[EndpointNames], snapshot: Snapshot
 ) -> WorkloadTraffic:
     """A series' rate is split evenly over the pod pairs of its two workloads, as a share per
     pair. A workload the answer names may hold pods of several kinds (a Deployment and a
@@ -422,7 +421,7 @@ def _map_workload_series(
         traffic.members.update(by_kind)
     rates = traffic.rates
     for sample, endpoints in zip(samples, endpoints_of, strict=True):
-        if endpoints is None:
+        if not all(endpoints):
             traffic.unmatched["unlabelled"] += 1
             continue
         kinds_a, kinds_b = named.get(endpoints[:2]), named.get(endpoints[2:])
@@ -446,7 +445,7 @@ def _map_workload_series(
 
 
 def _map_pod_series(
-    samples: list[Sample], endpoints_of: list[EndpointNames | None], snapshot: Snapshot
+    samples: list[Sample], endpoints: list[EndpointNames], snapshot: Snapshot
 ) -> PodTraffic | TrafficFailure:
     """Pods are found namespace first, then name: a lookup by a (namespace, name) tuple hashes
     the tuple afresh for every series. They are numbered in the snapshot's order, and the
@@ -457,8 +456,7 @@ def _map_pod_series(
     for number, pod in enumerate(snapshot.pods.values()):
         numbers.setdefault(pod.namespace, {})[pod.name] = number
     count = len(samples)
-    labelled = np.fromiter(map(bool, endpoints_of), np.bool_, count)
-    endpoints = [names or _NO_ENDPOINTS for names in endpoints_of]
+    labelled = np.fromiter(map(all, endpoints), np.bool_, count)
     source = _pod_numbers(numbers, endpoints, 0, count)
     destination = _pod_numbers(numbers, endpoints, 2, count)
     known = (source >= 0) & (destination >= 0)
@@ -485,8 +483,6 @@ def _map_pod_series(
     )
 
 
-_NO_ENDPOINTS: EndpointNames = ("", "", "", "")
-"""Stands in for a series' missing endpoints: no pod has an empty namespace or name."""
 _VALUE_OF = attrgetter("value")
 _NOWHERE: dict[str, int] = {}
 
@@ -495,7 +491,8 @@ def _pod_numbers(
     numbers: dict[str, dict[str, int]], endpoints: list[EndpointNames], first: int, count: int
 ) -> Indices:
     """The number of the pod named at `first` (namespace) and the next position (name) of each
-    series' endpoints; -1 for a pod not in the snapshot."""
+    series' endpoints; -1 for a pod not in the snapshot, and so for an empty text: no pod has an
+    empty namespace or name."""
     namespaces = map(itemgetter(first), endpoints)
     names = map(itemgetter(first + 1), endpoints)
     by_name = map(numbers.get, namespaces, repeat(_NOWHERE))
@@ -529,8 +526,7 @@ def read_traffic(
         stale = judge_freshness(freshness_samples, max_age_seconds)
         if stale is not None:
             return stale
-    read_endpoints = _endpoint_reader(queries)
-    endpoints = [read_endpoints(sample.labels) for sample in traffic_samples]
+    endpoints = _endpoints(traffic_samples, queries)
     traffic = map_series(traffic_samples, endpoints, queries, snapshot)
     if isinstance(traffic, TrafficFailure):
         return traffic
@@ -541,11 +537,11 @@ def read_traffic(
     return traffic
 
 
-def _duplicated_pairs(endpoints: list[EndpointNames | None]) -> int:
+def _duplicated_pairs(endpoints: list[EndpointNames]) -> int:
     if len(set(endpoints)) == len(endpoints):  # the usual answer, checked at C speed
         return 0
     seen = Counter(endpoints)
-    return sum(count - 1 for endpoints, count in seen.items() if endpoints and count > 1)
+    return sum(count - 1 for names, count in seen.items() if all(names) and count > 1)
 
 
 def load_response_file(path: Path, queries: Queries) -> AnswerOrFailure:

@@ -123,6 +123,17 @@ def istio_labels(source: str, destination: str) -> dict[str, str]:
     }
 
 
+def test_workload_series_missing_a_label_are_counted_not_paired() -> None:
+    """Two such series alike are no duplicate pair: they name no pair at all."""
+    queries = build_queries(IstioSource(source="istio"))
+    unlabelled = {**istio_labels("web", "api"), "destination_workload": ""}
+    answer = vector((istio_labels("web", "api"), "10"), (unlabelled, "1"), (unlabelled, "2"))
+    traffic = read_traffic(parse(answer, queries), FRESH, queries, SNAPSHOT, 60)
+    assert isinstance(traffic, WorkloadTraffic)
+    assert traffic.rates == {("Deployment/default/api", "Deployment/default/web"): 10 / 2}
+    assert traffic.unmatched == {"unlabelled": 2}
+
+
 def test_workload_rates_split_evenly_over_pod_pairs() -> None:
     """Within a workload each pod pair is met both ways round; a lone pod has no pair."""
     queries = build_queries(IstioSource(source="istio"))
