@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -113,6 +115,16 @@ def test_typed_lists_without_item_kinds_are_read() -> None:
     assert list(snapshot.nodes) == ["n1"]
 
 
+def _second_init_container_asks(memory: str) -> Callable[[dict[str, Any]], None]:
+    def mutate(pod: dict[str, Any]) -> None:
+        pod["spec"]["initContainers"] = [
+            {"name": "first", "resources": {"requests": {"memory": "1Mi"}}},
+            {"name": "second", "resources": {"requests": {"memory": memory}}},
+        ]
+
+    return mutate
+
+
 @pytest.mark.parametrize(
     ("document", "message"),
     [
@@ -124,6 +136,11 @@ def test_typed_lists_without_item_kinds_are_read() -> None:
             "invalid quantity 'lots'",
         ),
         (
+            b.k8s_list([b.pod("p", "n1", None, mutate=_second_init_container_asks("2 GB"))]),
+            "s.json: items[0] (Pod p): spec.initContainers[1].resources.requests.memory: "
+            "invalid quantity '2 GB'",
+        ),
+        (
             b.k8s_list([{"kind": "Pod", "metadata": {"name": "p", "labels": ["x"]}}]),
             "s.json: items[0] (Pod p): metadata.labels: expected `object | null`, got `array`",
         ),
@@ -132,7 +149,14 @@ def test_typed_lists_without_item_kinds_are_read() -> None:
             "s.json: items[1] (Pod): spec.priority: expected `int | null`, got `str`",
         ),
     ],
-    ids=["not-a-list", "item-not-object", "bad-quantity", "wrong-type", "unnamed"],
+    ids=[
+        "not-a-list",
+        "item-not-object",
+        "bad-quantity",
+        "bad-init-quantity",
+        "wrong-type",
+        "unnamed",
+    ],
 )
 @pytest.mark.parametrize("given_as", ["decoded", "bytes"])
 def test_malformed_snapshots_name_the_field(document: object, message: str, given_as: str) -> None:
