@@ -39,7 +39,7 @@ class Price:
 
 class WorkloadPairFigure(msgspec.Struct, frozen=True, gc=False):
     """A Struct: a plan's figures hold one per pair of workloads that talk (91k at 100k pods),
-    twice, and 182k frozen dataclasses took 0.15 s to make."""
+    twice, and 182k took 0.07 s to make as frozen dataclasses, 0.02 s as Structs."""
 
     workloads: tuple[str, str]
     rate: float

@@ -367,7 +367,7 @@ def _located(error: msgspec.ValidationError, root: str) -> str:
 
 def _endpoints(samples: list[Sample], queries: Queries) -> list[EndpointNames]:
     """Each series' endpoints. Where a label names each of the four, they are the label values
-    as read: taken in C, where a call per series took 0.15 s for a million."""
+    as read, taken in C: for a million series 0.02 s, where a call per series took 0.11 s."""
     if queries.combined_names:
         return [_split_names(*sample.labels) for sample in samples]
     return cast(list[EndpointNames], list(map(_LABELS_OF, samples)))
@@ -451,7 +451,8 @@ def _map_pod_series(
     the tuple afresh for every series. They are numbered in the snapshot's order, and the
     lookups run in C, through map(), and are judged all at once in numpy. Duplicates are found
     by these numbers, so among series between known pods only (the others are dropped anyway):
-    for a million series a set of the label tuples took 0.35 s, sorting the numbers 0.03 s."""
+    for a million series a set of the label tuples, made first, took 0.34 to 0.39 s, sorting
+    the numbers 0.01 to 0.03 s."""
     numbers: dict[str, dict[str, int]] = {}
     for number, pod in enumerate(snapshot.pods.values()):
         numbers.setdefault(pod.namespace, {})[pod.name] = number
