@@ -9,7 +9,7 @@ and planning (with advancing the persistence streaks, as `plan_cycle` does; unti
 step, 0.11 s at 100k pods, was left out). The whole cycle is their sum. Other fresh processes
 measure the floor: decoding the same answer with a fast JSON parser and doing nothing else, for
 each of orjson and msgspec's untyped decoder; the floor is the faster one's. (Until d98f23a it
-was orjson's alone, though msgspec decoded these answers in about three quarters of the time.)
+was orjson's alone, though msgspec decoded these answers in about four fifths of the time.)
 All run with the cyclic garbage collector paused, as the controller runs its cycle (see
 `collector_paused`), three times by default; the run with the median time is kept. Run with
 `make bench-scale`; writes bench/results/scale.md, scale.json and scale.png.
