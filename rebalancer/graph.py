@@ -78,13 +78,8 @@ def unique_in_runs(keys: Indices) -> tuple[Indices, Indices]:
     """np.unique(keys, return_inverse=True) for keys that come in runs already (each pod's pairs
     together, its number the high part of the key): a stable sort keeps the runs and sorts only
     within them, where np.unique sorts from scratch. For 2M keys, 0.02 s against 0.15 s."""
-    order = np.argsort(keys, kind="stable")
-    ordered = keys[order]
-    starts = np.ones(len(keys), np.bool_)
-    starts[1:] = ordered[1:] != ordered[:-1]
-    position = np.empty(len(keys), np.int64)
-    position[order] = np.cumsum(starts) - 1
-    return ordered[starts], position
+    found, position, _starts = _grouped(keys, np.argsort(keys, kind="stable"))
+    return found, position
 
 
 def stable_order(keys: Indices) -> Indices:
@@ -103,13 +98,20 @@ def unique_first_seen(keys: Indices) -> tuple[Indices, Indices, Indices]:
     sorts stably, which for a million random keys took 0.11 s against 0.04 s here (2M: 0.36 s
     against 0.13 s)."""
     order = np.argsort(keys)
+    found, position, starts = _grouped(keys, order)
+    first_seen = np.minimum.reduceat(order, np.flatnonzero(starts)) if len(keys) else order
+    return found, first_seen, position
+
+
+def _grouped(keys: Indices, order: Indices) -> tuple[Indices, Indices, npt.NDArray[np.bool_]]:
+    """Given the order that sorts `keys`: each distinct key once, in order; each key's place
+    among them; and where in the sorted keys each distinct key starts."""
     ordered = keys[order]
     starts = np.ones(len(keys), np.bool_)
     starts[1:] = ordered[1:] != ordered[:-1]
     position = np.empty(len(keys), np.int64)
     position[order] = np.cumsum(starts) - 1
-    first_seen = np.minimum.reduceat(order, np.flatnonzero(starts)) if len(keys) else order
-    return ordered[starts], first_seen, position
+    return ordered[starts], position, starts
 
 
 @dataclass(frozen=True)
