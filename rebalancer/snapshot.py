@@ -335,7 +335,7 @@ class _Reader:
         try:
             return _quantity(raw) if type(raw) is str else _parse_quantity(raw)
         except (ValueError, TypeError, InvalidOperation):
-            raise InputError(f"{self.origin}: {path}: invalid quantity {raw!r}") from None
+            raise self._refused(path, raw) from None
 
     def request(
         self, field: str, index: int, resource: str, raw: str | int | float, scale: int
@@ -347,7 +347,10 @@ class _Reader:
             return _scaled(raw, scale) if type(raw) is str else int(_parse_quantity(raw) * scale)
         except (ValueError, TypeError, InvalidOperation):
             path = f"spec.{field}[{index}].resources.requests.{resource}"
-            raise InputError(f"{self.origin}: {path}: invalid quantity {raw!r}") from None
+            raise self._refused(path, raw) from None
+
+    def _refused(self, path: str, raw: object) -> InputError:
+        return InputError(f"{self.origin}: {path}: invalid quantity {raw!r}")
 
 
 def _parse_quantity(raw: Any) -> Decimal:
