@@ -9,6 +9,7 @@ API happens at the edges (`load_snapshot`, `rebalancer.kube`).
 from __future__ import annotations
 
 import functools
+import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -344,7 +345,9 @@ class _Reader:
         an error: the paths and the Decimal arithmetic for every pod were about 0.05 s of the
         0.7 s it took to read 100k pods."""
         try:
-            return _scaled(raw, scale) if type(raw) is str else int(_parse_quantity(raw) * scale)
+            return (
+                _scaled(raw, scale) if type(raw) is str else math.ceil(_parse_quantity(raw) * scale)
+            )
         except (ValueError, TypeError, InvalidOperation):
             path = f"spec.{field}[{index}].resources.requests.{resource}"
             raise self._refused(path, raw) from None
@@ -364,19 +367,19 @@ is parsed once. Decimal is immutable, so sharing one is safe; errors are not cac
 
 @functools.lru_cache(maxsize=4096)
 def _scaled(raw: str, scale: int) -> int:
-    """A quantity in whole units of 1/`scale` (millicores at 1000), cached as `_quantity` is."""
-    return int(_quantity(raw) * scale)
+    """A quantity in whole units of 1/`scale` (millicores at 1000), cached as `_quantity` is.
+    Rounded up, as the scheduler's `MilliValue()` and `Value()` round: the API server keeps 1.5
+    bytes of memory as "1500m", and truncated to 1 byte a pod would count as smaller than the
+    scheduler counts it."""
+    return math.ceil(_quantity(raw) * scale)
 
 
 def _resources(reader: _Reader, path: str, values: _Quantities) -> Resources:
-    cpu = values.get("cpu")
-    memory = values.get("memory")
-    pods = values.get("pods")
-    return Resources(
-        cpu_millis=int(reader.quantity(f"{path}.cpu", cpu) * 1000) if cpu is not None else 0,
-        memory_bytes=int(reader.quantity(f"{path}.memory", memory)) if memory is not None else 0,
-        pods=int(reader.quantity(f"{path}.pods", pods)) if pods is not None else 0,
-    )
+    def whole(resource: str, scale: int) -> int:
+        raw = values.get(resource)
+        return 0 if raw is None else math.ceil(reader.quantity(f"{path}.{resource}", raw) * scale)
+
+    return Resources(whole("cpu", 1000), whole("memory", 1), whole("pods", 1))
 
 
 def _pod_requests(reader: _Reader, spec: _Spec) -> Resources:

@@ -61,6 +61,35 @@ def test_requests_sum_containers_and_take_the_largest_init_container() -> None:
     )
 
 
+@pytest.mark.parametrize(
+    ("cpu", "memory", "millis", "bytes_"),
+    [
+        ("500u", "1.5", 1, 2),
+        ("1001u", "0.1k", 2, 100),
+        (0.0015, 2.5, 2, 3),
+        ("250m", "1Ki", 250, 1024),
+    ],
+    ids=["sub-millicore", "just-over", "numbers", "exact"],
+)
+def test_quantities_round_up_as_the_scheduler_counts_them(
+    cpu: str | float, memory: str | float, millis: int, bytes_: int
+) -> None:
+    """The scheduler counts `MilliValue()` and `Value()`, both ceil: a pod rounded down would
+    look like it fits where the scheduler refuses it."""
+
+    def requests(pod: b.Obj) -> None:
+        pod["spec"]["containers"][0]["resources"] = {"requests": {"cpu": cpu, "memory": memory}}
+
+    def allocatable(node: b.Obj) -> None:
+        node["status"]["allocatable"].update(cpu=cpu, memory=memory)
+
+    snapshot = snapshot_of(
+        [b.node("n1", "a", mutate=allocatable), b.pod("p", "n1", None, mutate=requests)]
+    )
+    assert snapshot.pods["default/p"].requests == Resources(millis, bytes_, 1)
+    assert snapshot.nodes["n1"].allocatable == Resources(millis, bytes_, 110)
+
+
 def test_rules_and_volumes_are_read() -> None:
     def rules(pod: b.Obj) -> None:
         pod["spec"].update(

@@ -7,8 +7,10 @@ from typing import Any
 import pytest
 from kubernetes import client
 
-from rebalancer.kube import list_raw
+from rebalancer.fit import Occupancy, rejection
+from rebalancer.kube import list_raw, read_snapshot
 from rebalancer.scenario import PdbSpec, WorkloadSpec, workload_objects
+from rebalancer.snapshot import Resources
 from rebalancer.testing.cluster import LocalCluster
 from rebalancer.testing.process import wait_until
 
@@ -118,3 +120,68 @@ def test_a_pod_evicted_from_a_cordoned_node_lands_elsewhere(cluster: LocalCluste
         assert replacements()[0]["spec"]["nodeName"] != node
     finally:
         core.patch_node(node, {"spec": {"unschedulable": False}})
+
+
+def test_the_scheduler_rounds_a_fractional_request_up_as_the_snapshot_does(
+    cluster: LocalCluster,
+) -> None:
+    """The API server keeps a memory request of 1.5 bytes as "1500m" (CPU it rounds to whole
+    millicores itself). Two such pods on a node with 3 bytes: the scheduler counts each as 2
+    and binds one. The snapshot must round alike, so its fit check refuses the other as the
+    scheduler did; truncated to 1 byte each, both would have looked like they fit."""
+    namespace, node_name, taint = "semantics-round-up", "tiny-node", "rebalancer.test/tiny"
+    core = client.CoreV1Api(cluster.api_client())
+    tiny = {
+        "metadata": {"name": node_name, "labels": {"tiny": "true"}},
+        "spec": {"taints": [{"key": taint, "effect": "NoSchedule"}]},
+        "status": {"allocatable": {"cpu": "1", "memory": "3", "pods": "10"}},
+    }
+    cluster.add_nodes([tiny])
+    cluster.ensure_namespace(namespace)
+    try:
+        cluster.apply(
+            [
+                {
+                    "apiVersion": "v1",
+                    "kind": "Pod",
+                    "metadata": {"name": f"small-{index}", "namespace": namespace},
+                    "spec": {
+                        "containers": [
+                            {
+                                "name": "main",
+                                "image": "registry.invalid/fake:1",
+                                "resources": {"requests": {"cpu": "1m", "memory": "1.5"}},
+                            }
+                        ],
+                        "nodeSelector": {"tiny": "true"},
+                        "tolerations": [{"key": taint, "operator": "Exists"}],
+                        "terminationGracePeriodSeconds": 0,
+                    },
+                }
+                for index in range(2)
+            ]
+        )
+
+        def unschedulable(pod: dict[str, Any]) -> bool:
+            return any(
+                c.get("type") == "PodScheduled" and c.get("reason") == "Unschedulable"
+                for c in pod.get("status", {}).get("conditions") or ()
+            )
+
+        def one_bound_one_refused() -> bool:
+            pods = list_raw("Pod", lambda **kw: core.list_namespaced_pod(namespace, **kw))
+            bound = [p for p in pods if p["spec"].get("nodeName") == node_name]
+            return len(bound) == 1 and sum(map(unschedulable, pods)) == 1
+
+        wait_until(one_bound_one_refused, 60, "one small pod bound and one refused")
+        snapshot = read_snapshot(cluster.api_client())
+        small = [pod for pod in snapshot.pods.values() if pod.namespace == namespace]
+        assert {pod.requests for pod in small} == {Resources(1, 2, 1)}
+        (pending,) = [pod for pod in small if pod.node_name is None]
+        node = snapshot.nodes[node_name]
+        occupancy = Occupancy.from_snapshot(snapshot)
+        assert rejection(pending, node, occupancy, False) == "insufficient resources"
+    finally:
+        core.delete_collection_namespaced_pod(namespace, grace_period_seconds=0)
+        wait_until(lambda: not core.list_namespaced_pod(namespace).items, 60, "the small pods gone")
+        core.delete_node(node_name)
