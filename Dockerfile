@@ -11,7 +11,6 @@ COPY requirements.lock .
 RUN /opt/rebalancer/bin/pip install --require-hashes --no-deps -r requirements.lock
 COPY pyproject.toml README.md ./
 COPY rebalancer rebalancer
-COPY strategies strategies
 RUN /opt/rebalancer/bin/pip install --no-deps . \
     && /opt/rebalancer/bin/python -m compileall -q /opt/rebalancer
 

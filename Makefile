@@ -3,6 +3,8 @@ VENV ?= .venv
 PYTHON ?= python3
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+# harness/ and bench/ are not packaged: they import from the checkout.
+export PYTHONPATH := $(CURDIR)
 
 .PHONY: test lint demo plan-example bench bench-modes bench-quality bench-scale soak prometheus binaries cluster-up cluster-down clean
 
@@ -27,15 +29,16 @@ CLUSTER_DIR ?= .cluster
 SCENARIO ?= examples/scenarios/chatty-pair.yaml
 
 cluster-up: $(STAMP) prometheus binaries
-	$(BIN)/python -m rebalancer.testing.cluster up --workdir $(CLUSTER_DIR) --scenario $(SCENARIO)
+	$(BIN)/python -m harness.cluster up --workdir $(CLUSTER_DIR) --scenario $(SCENARIO)
 
 cluster-down: $(STAMP)
-	$(BIN)/python -m rebalancer.testing.cluster down --workdir $(CLUSTER_DIR)
+	$(BIN)/python -m harness.cluster down --workdir $(CLUSTER_DIR)
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
+	$(BIN)/lint-imports
 
 test: $(STAMP) prometheus binaries lint
 	$(BIN)/pytest
@@ -48,7 +51,7 @@ bench: $(STAMP) binaries
 bench-quality: $(STAMP)
 	$(BIN)/python bench/quality.py
 
-# One cycle at 1k, 5k and 10k nodes, stage by stage, against an orjson parsing floor;
+# One cycle at 1k, 5k and 10k nodes, stage by stage, against the fastest parsing floor;
 # writes bench/results/scale.{md,json,png}.
 bench-scale: $(STAMP)
 	$(BIN)/python bench/scale.py
@@ -61,11 +64,11 @@ bench-modes: $(STAMP) prometheus binaries
 # local control plane: prints the invariants it checked and writes bench/results/soak.{md,json}.
 SOAK_SECONDS ?= 600
 soak: $(STAMP) prometheus binaries
-	$(BIN)/python -m rebalancer.testing.soak --seconds $(SOAK_SECONDS) --output bench/results/soak
+	$(BIN)/python -m harness.soak --seconds $(SOAK_SECONDS) --output bench/results/soak
 
 # The rebalancer live on the local control plane: one dry-run cycle, then migrate.
 demo: $(STAMP) prometheus binaries
-	$(BIN)/python -m rebalancer.demo
+	$(BIN)/python -m harness.demo
 
 # The same engine offline, on a saved cluster state and a saved Prometheus answer.
 plan-example: $(STAMP)

@@ -7,9 +7,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from rebalancer.scenario import NodeGrid, Scenario, WorkloadSpec
-from rebalancer.testing.cluster import build_binaries, local_cluster
-from rebalancer.testing.process import peak_rss_mib
+from harness.cluster import build_binaries, local_cluster
+from harness.process import peak_rss_mib
+from rebalancer.simulator.scenario import NodeGrid, Scenario, WorkloadSpec
 
 NODES = NodeGrid(zones=3, racks_per_zone=2, nodes_per_rack=2)
 SCENARIO = Scenario(

@@ -10,9 +10,9 @@ import json
 import tempfile
 from pathlib import Path
 
-from rebalancer.policy import load_policy
-from rebalancer.scenario import load_scenario
-from rebalancer.testing.trial import TrialSummary, run_trial
+from harness.trial import TrialSummary, run_trial
+from rebalancer.config.policy import load_policy
+from rebalancer.simulator.scenario import load_scenario
 
 ROOT = Path(__file__).resolve().parents[1]
 SCENARIOS = {"chatty-pair": "zone", "training-gang": "rack"}

@@ -13,9 +13,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from rebalancer.policy import parse_policy
-from rebalancer.scenario import load_scenario
-from rebalancer.simulation import DEFAULT_POLICY, naive_baseline, result_json, simulate
+from rebalancer.config.policy import parse_policy
+from rebalancer.simulator.results import result_json
+from rebalancer.simulator.run import DEFAULT_POLICY, naive_baseline, simulate
+from rebalancer.simulator.scenario import load_scenario
 
 ROOT = Path(__file__).resolve().parents[1]
 SCENARIOS = ROOT / "examples" / "scenarios"

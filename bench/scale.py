@@ -34,21 +34,21 @@ from typing import Any, TypeVar
 import msgspec
 import orjson
 
-from rebalancer.engine import build_view, collector_paused
-from rebalancer.planner import Plan, PlannerState, plan
-from rebalancer.policy import Limits, Policy, parse_policy
-from rebalancer.simulation import DEFAULT_POLICY
-from rebalancer.snapshot import decode_snapshot
-from rebalancer.testing.process import peak_rss_mib
-from rebalancer.testing.synthetic import Size, generate
-from rebalancer.traffic import (
-    TrafficFailure,
-    build_queries,
-    parse_answer,
-    read_traffic,
-)
-from strategies.base import Candidate
-from strategies.registry import STRATEGIES
+from harness.process import peak_rss_mib
+from harness.synthetic import Size, generate
+from rebalancer.clients.inputs import RecordedAnswer, TrafficInput
+from rebalancer.cluster.parse import decode_snapshot
+from rebalancer.config.policy import Policy, parse_policy
+from rebalancer.config.resolved import PlanningRules
+from rebalancer.config.sections import Limits
+from rebalancer.planning.cycle import build_view, collector_paused
+from rebalancer.planning.planner import plan
+from rebalancer.planning.state import PlannerState
+from rebalancer.planning.types import Plan
+from rebalancer.simulator.run import DEFAULT_POLICY
+from rebalancer.strategies.framework import Candidate
+from rebalancer.strategies.registry import STRATEGIES
+from rebalancer.traffic.model import TrafficFailure
 
 SIZES = {
     "1k": Size("1k", nodes=1_000, pods=10_000, pairs=100_000),
@@ -84,15 +84,13 @@ def measure_cycle(cluster_path: Path, answer_path: Path, granularity: str) -> di
     """The stages of one cycle, in the order the controller runs them, with the collector paused
     as the controller and `rebalancer plan` pause it."""
     policy: Policy = parse_policy(DEFAULT_POLICY + SOURCES[granularity], "bench policy")
-    queries = build_queries(policy.traffic)
-    cluster_bytes, answer_bytes = cluster_path.read_bytes(), answer_path.read_bytes()
+    cluster_bytes = cluster_path.read_bytes()
+    source = TrafficInput(policy.traffic, RecordedAnswer(answer_path.read_bytes(), "answer"))
     stages = Stages()
-    samples = stages.run("parse answer", lambda: parse_answer(answer_bytes, queries.labels))
+    answers = stages.run("parse answer", source.answers)
+    samples = answers[0]
     snapshot = stages.run("build snapshot", lambda: decode_snapshot(cluster_bytes, "x"))
-    traffic = stages.run(
-        "map traffic to pods",
-        lambda: read_traffic(samples, None, queries, snapshot, policy.traffic.max_age_seconds),
-    )
+    traffic = stages.run("map traffic to pods", lambda: source.mapped(answers, snapshot))
     if isinstance(traffic, TrafficFailure):
         raise SystemExit(f"bench: the synthetic answer was refused: {traffic.detail}")
     view = stages.run("build graph", lambda: build_view(policy, snapshot, traffic))
@@ -104,13 +102,15 @@ def measure_cycle(cluster_path: Path, answer_path: Path, granularity: str) -> di
     def observe_and_plan() -> tuple[PlannerState, Plan]:
         """As `plan_cycle` does: the streaks advanced by this cycle's candidates, then the plan."""
         state = PlannerState().observe(candidates)
-        return state, plan(view, candidates, policy, state, now=0.0, persistence_required=1)
+        rules = PlanningRules.of(policy, view.topology)
+        return state, plan(view, candidates, rules, state, now=0.0, persistence_required=1)
 
     state, result = stages.run("plan", observe_and_plan)
     cycle_seconds, cycle_peak = sum(f["seconds"] for f in stages.figures), peak_rss_mib()
     lifted = policy.model_copy(update={"limits": Limits(**dict.fromkeys(Limits.model_fields))})
     started = time.perf_counter()
-    unlimited = plan(view, candidates, lifted, state, now=0.0, persistence_required=1)
+    lifted_rules = PlanningRules.of(lifted, view.topology)
+    unlimited = plan(view, candidates, lifted_rules, state, now=0.0, persistence_required=1)
     return {
         "stages": stages.figures,
         "cycle_seconds": cycle_seconds,

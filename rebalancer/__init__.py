@@ -1,8 +1,8 @@
 """topology-rebalancer: moves chatty pods closer together, by the traffic Prometheus observes."""
 
-from rebalancer.engine import CycleOutcome, plan_cycle
+from rebalancer.config.policy import Policy, load_policy, parse_policy
 from rebalancer.errors import InputError, SourceUnavailableError
-from rebalancer.policy import Policy, load_policy, parse_policy
+from rebalancer.planning.cycle import CycleOutcome, plan_cycle
 
 __all__ = [
     "CycleOutcome",

@@ -19,39 +19,34 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from kubernetes import client
-from kubernetes.client.exceptions import ApiException
 from prometheus_client import CollectorRegistry
 from pydantic import ValidationError
 
-from rebalancer.cache import WatchCache
-from rebalancer.controller import Controller, PolicySource
-from rebalancer.engine import CycleOutcome, collector_paused, plan_cycle
+from rebalancer.clients.configmaps import parse_reference
+from rebalancer.clients.events import EventRecorder
+from rebalancer.clients.hints import HintStore
+from rebalancer.clients.inputs import AnswerReader, RecordedAnswer, TrafficInput, load_snapshot
+from rebalancer.clients.kube_api import ApiClient, api_client, list_cluster, read_snapshot
+from rebalancer.clients.leadership import run_as_candidate
+from rebalancer.clients.prometheus import PrometheusReader
+from rebalancer.clients.stores import ConfigMapPolicy, ConfigMapState, FixedPolicy
+from rebalancer.clients.watch_cache import WatchCache
+from rebalancer.config.policy import Policy, load_policy, parse_policy
+from rebalancer.controller.logs import configure as configure_logging
+from rebalancer.controller.loop import Controller, PolicySource
+from rebalancer.controller.metrics import ControllerMetrics
+from rebalancer.controller.metrics import serve as serve_metrics
 from rebalancer.errors import InputError, SourceUnavailableError
-from rebalancer.executor import EventRecorder
-from rebalancer.hints import HintStore
-from rebalancer.kube import api_client, list_cluster, read_snapshot
-from rebalancer.leadership import run_as_candidate
-from rebalancer.logs import configure as configure_logging
-from rebalancer.metrics import ControllerMetrics
-from rebalancer.metrics import serve as serve_metrics
-from rebalancer.planner import PlannerState
-from rebalancer.plots import plot_over_cycles
-from rebalancer.policy import Policy, load_policy, parse_policy
-from rebalancer.report import outcome_json, outcome_table
-from rebalancer.scenario import Scenario, load_scenario
-from rebalancer.serving_keys import issued_serving_keys, shared_serving_keys
-from rebalancer.simulation import DEFAULT_POLICY, result_json, result_table, simulate
-from rebalancer.snapshot import load_snapshot
-from rebalancer.sources import ConfigMapPolicy, ConfigMapState, FixedPolicy, parse_reference
-from rebalancer.tls import ServingKeys
-from rebalancer.traffic import (
-    PrometheusReader,
-    build_queries,
-    load_response_file,
-    read_traffic,
-)
-from rebalancer.webhook import WebhookServer
+from rebalancer.planning.cycle import CycleOutcome, collector_paused, plan_cycle
+from rebalancer.planning.report import outcome_json, outcome_table
+from rebalancer.planning.state import PlannerState
+from rebalancer.simulator.plots import plot_over_cycles
+from rebalancer.simulator.results import result_json, result_table
+from rebalancer.simulator.run import DEFAULT_POLICY, simulate
+from rebalancer.simulator.scenario import Scenario, load_scenario
+from rebalancer.webhook.server import WebhookServer
+from rebalancer.webhook.serving_keys import issued_serving_keys, shared_serving_keys
+from rebalancer.webhook.tls import ServingKeys
 
 EXIT_OK = 0
 KEY_REFRESH_SECONDS = 3600
@@ -179,24 +174,24 @@ def _read_state(path: Path | None) -> PlannerState:
 @collector_paused()
 def _plan(args: argparse.Namespace) -> int:
     policy = load_policy(args.policy) if args.policy else Policy()
-    queries = build_queries(policy.traffic)
     if args.traffic is not None and args.prometheus:
         raise InputError("plan: give either --traffic FILE or --prometheus URL, not both")
     if args.snapshot is not None and args.kubeconfig:
         raise InputError("plan: give either --snapshot FILE or --kubeconfig PATH, not both")
+    reader: AnswerReader
     if args.traffic is not None:
-        answer = load_response_file(args.traffic, queries)
-        freshness = None  # a saved answer is judged as of the moment it was saved
+        reader = RecordedAnswer.from_file(args.traffic)
     elif args.prometheus:
         reader = PrometheusReader(args.prometheus, policy.traffic.timeout_seconds)
-        answer, freshness = reader.read(queries)
     else:
         raise InputError("plan: give --traffic FILE or --prometheus URL")
+    source = TrafficInput(policy.traffic, reader)
+    answers = source.answers()
     if args.snapshot is not None:
         snapshot = load_snapshot(args.snapshot)
     else:
         snapshot = read_snapshot(api_client(args.kubeconfig))
-    traffic = read_traffic(answer, freshness, queries, snapshot, policy.traffic.max_age_seconds)
+    traffic = source.mapped(answers, snapshot)
     state = _read_state(args.state)
     outcome = plan_cycle(
         policy,
@@ -274,7 +269,7 @@ def _snapshot(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _start_webhook(api: client.ApiClient, args: argparse.Namespace) -> WebhookServer:
+def _start_webhook(api: ApiClient, args: argparse.Namespace) -> WebhookServer:
     for flag in ("hints_configmap", "webhook_secret"):
         if not getattr(args, flag):
             option = "--" + flag.replace("_", "-")
@@ -295,11 +290,9 @@ def _start_webhook(api: client.ApiClient, args: argparse.Namespace) -> WebhookSe
     if not issued:
         try:
             webhook.publish_ca(api, args.webhook_config)
-        except ApiException as error:
+        except SourceUnavailableError:
             webhook.stop()
-            raise SourceUnavailableError(
-                f"MutatingWebhookConfiguration {args.webhook_config}: HTTP {error.status}"
-            ) from None
+            raise
     webhook.keep_fresh(
         current_keys,
         every_seconds=KEY_REFRESH_SECONDS,
@@ -354,7 +347,7 @@ def _run(args: argparse.Namespace) -> int:
             api,
             lease=parse_reference(args.lease, "--lease"),
             identity=args.identity,
-            controller=controller,
+            lead=controller.run_until,
             stop=stop,
         )
     finally:

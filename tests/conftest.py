@@ -5,15 +5,19 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from rebalancer.engine import build_view, propose
-from rebalancer.graph import PodCostModel
-from rebalancer.planner import Plan, PlannerState, plan
-from rebalancer.policy import Policy
-from rebalancer.scenario import Scenario, parse_scenario
-from rebalancer.snapshot import Snapshot, parse_snapshot
-from rebalancer.testing import builders as b
-from rebalancer.traffic import PodTraffic
-from strategies.base import ClusterView
+from harness import builders as b
+from rebalancer.cluster.model import Snapshot
+from rebalancer.cluster.parse import parse_snapshot
+from rebalancer.config.policy import Policy
+from rebalancer.config.resolved import PlanningRules
+from rebalancer.cost.pod_pairs import PodCostModel
+from rebalancer.planning.cycle import build_view, propose
+from rebalancer.planning.planner import plan
+from rebalancer.planning.state import PlannerState
+from rebalancer.planning.types import Plan
+from rebalancer.simulator.scenario import Scenario, parse_scenario
+from rebalancer.strategies.framework import ClusterView
+from rebalancer.traffic.model import PodTraffic
 
 LIVE_POLICY_YAML = """
 topology:
@@ -118,7 +122,14 @@ def plan_once(
     view = build_view(policy, snapshot, traffic_of(rates))
     candidates = propose(policy, view)
     observed = (state or PlannerState()).observe(candidates)
-    result = plan(view, candidates, policy, observed, now=now, persistence_required=1)
+    result = plan(
+        view,
+        candidates,
+        PlanningRules.of(policy, view.topology),
+        observed,
+        now=now,
+        persistence_required=1,
+    )
     return result, view
 
 

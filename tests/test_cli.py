@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from harness.process import free_port
 from rebalancer.cli import main
-from rebalancer.testing.process import free_port
 
 DEMO = Path(__file__).parent.parent / "examples" / "demo"
 DEMO_ARGS = [

@@ -8,13 +8,13 @@ import time
 
 from prometheus_client import CollectorRegistry
 
-from rebalancer.controller import Controller, CycleReport
-from rebalancer.engine import collector_paused
+from rebalancer.clients.stores import FixedPolicy
+from rebalancer.cluster.model import Snapshot
+from rebalancer.config.policy import Policy
+from rebalancer.controller.loop import Controller, CycleReport
+from rebalancer.controller.metrics import ControllerMetrics
 from rebalancer.errors import SourceUnavailableError
-from rebalancer.metrics import ControllerMetrics
-from rebalancer.policy import Policy
-from rebalancer.snapshot import Snapshot
-from rebalancer.sources import FixedPolicy
+from rebalancer.planning.cycle import collector_paused
 
 
 class SlowController(Controller):

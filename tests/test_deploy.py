@@ -13,16 +13,9 @@ import kubernetes_validate
 import pytest
 import yaml
 
+from harness.deploy import OVERLAY_MODES, OVERLAYS, build_overlay, controller_args, find, kubectl
 from rebalancer.cli import _parser
-from rebalancer.policy import load_policy, parse_policy
-from rebalancer.testing.deploy import (
-    OVERLAY_MODES,
-    OVERLAYS,
-    build_overlay,
-    controller_args,
-    find,
-    kubectl,
-)
+from rebalancer.config.policy import load_policy, parse_policy
 
 ROOT = Path(__file__).resolve().parents[1]
 CUSTOM_KINDS = {"ServiceMonitor", "PrometheusRule", "Issuer", "Certificate"}

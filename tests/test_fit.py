@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from rebalancer.fit import Occupancy, rejection
-from rebalancer.testing import builders as b
+from harness import builders as b
+from rebalancer.cluster.fit import Occupancy, rejection
 from tests.conftest import snapshot_of
 
 

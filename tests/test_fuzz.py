@@ -21,19 +21,18 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from harness import builders as b
+from harness.faults import FAULTS, rewrite
+from rebalancer.clients.prometheus import PrometheusReader
+from rebalancer.cluster.model import Snapshot
+from rebalancer.cluster.parse import decode_snapshot, parse_snapshot
+from rebalancer.config.policy import Policy, parse_policy
 from rebalancer.errors import InputError
-from rebalancer.policy import HubbleSource, Policy, parse_policy
-from rebalancer.snapshot import Snapshot, decode_snapshot, parse_snapshot
-from rebalancer.testing import builders as b
-from rebalancer.testing.faults import FAULTS, rewrite
-from rebalancer.traffic import (
-    PodTraffic,
-    PrometheusReader,
-    TrafficFailure,
-    build_queries,
-    parse_answer,
-    read_traffic,
-)
+from rebalancer.traffic.answer import parse_answer
+from rebalancer.traffic.mapping import read_traffic
+from rebalancer.traffic.model import PodTraffic, TrafficFailure
+from rebalancer.traffic.queries import build_queries
+from rebalancer.traffic.settings import HubbleSource
 from tests.conftest import grid_nodes, pod_keys
 
 settings.register_profile(

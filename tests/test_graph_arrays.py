@@ -9,11 +9,12 @@ import random
 import numpy as np
 import pytest
 
-from rebalancer.engine import build_view
-from rebalancer.graph import Tally, stable_order, unique_first_seen, unique_in_runs
-from rebalancer.testing import builders as b
-from rebalancer.topology import Domain, first_split
-from strategies.base import ClusterView
+from harness import builders as b
+from rebalancer.arrays import stable_order, unique_first_seen, unique_in_runs
+from rebalancer.cluster.topology import Domain, first_split
+from rebalancer.cost.figures import Tally
+from rebalancer.planning.cycle import build_view
+from rebalancer.strategies.framework import ClusterView
 from tests.conftest import grid_nodes, make_policy, pod_pairs_of, snapshot_of, traffic_of
 
 

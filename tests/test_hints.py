@@ -9,9 +9,11 @@ from typing import Any
 
 import pytest
 
+from rebalancer.clients.hints import HintStore
 from rebalancer.errors import SourceUnavailableError
-from rebalancer.hints import Hint, HintStore, affinity_patch
-from rebalancer.webhook import review_response
+from rebalancer.planning.landing import Hint
+from rebalancer.webhook.patch import affinity_patch
+from rebalancer.webhook.review import review_response
 
 ZONE = "topology.kubernetes.io/zone"
 RACK = "topology.kubernetes.io/rack"

@@ -16,11 +16,11 @@ import yaml
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from rebalancer.cache import WatchCache
+from harness.process import free_port
+from rebalancer.clients.eviction import _names_the_uid_precondition
+from rebalancer.clients.kube_api import api_client, list_raw, read_snapshot
+from rebalancer.clients.watch_cache import WatchCache
 from rebalancer.errors import InputError, SourceUnavailableError
-from rebalancer.executor import _names_the_uid_precondition
-from rebalancer.kube import api_client, list_raw, read_snapshot
-from rebalancer.testing.process import free_port
 
 
 class FlakyApi(BaseHTTPRequestHandler):

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from rebalancer.hints import Hint
-from rebalancer.landing import Landing, judge
-from rebalancer.planner import PlannerState
-from rebalancer.snapshot import Snapshot
-from rebalancer.testing import builders as b
+from harness import builders as b
+from rebalancer.cluster.model import Snapshot
+from rebalancer.planning.landing import Hint, Landing, judge
+from rebalancer.planning.state import PlannerState
 from tests.conftest import chatty_objects, chatty_rates, make_policy, plan_once, snapshot_of
 
 EVICTED_AT = 1_800_000_000.0

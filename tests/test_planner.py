@@ -6,12 +6,15 @@ from typing import Any
 
 import pytest
 
-from rebalancer.engine import build_view, plan_cycle, propose
-from rebalancer.planner import Plan, PlannerState, RecentMove, plan, streak_key
-from rebalancer.testing import builders as b
-from rebalancer.topology import Domain
-from rebalancer.traffic import TrafficFailure
-from strategies.base import Candidate, ClusterView
+from harness import builders as b
+from rebalancer.cluster.topology import Domain
+from rebalancer.config.resolved import PlanningRules
+from rebalancer.planning.cycle import build_view, plan_cycle, propose
+from rebalancer.planning.planner import plan
+from rebalancer.planning.state import PlannerState, RecentMove, streak_key
+from rebalancer.planning.types import Plan
+from rebalancer.strategies.framework import Candidate, ClusterView
+from rebalancer.traffic.model import TrafficFailure
 from tests.conftest import (
     chatty_objects,
     chatty_rates,
@@ -134,7 +137,14 @@ def test_a_candidate_in_no_known_zone_is_not_held_back_by_the_zones_limits() -> 
         for pod, gain in zip(pod_keys(snapshot, "client"), (2.0, 1.0), strict=True)
     ]
     observed = PlannerState().observe(candidates)
-    result = plan(view, candidates, policy, observed, now=NOW, persistence_required=1)
+    result = plan(
+        view,
+        candidates,
+        PlanningRules.of(policy, view.topology),
+        observed,
+        now=NOW,
+        persistence_required=1,
+    )
     assert {move.pod for move in result.moves} == set(pod_keys(snapshot, "client"))
 
 
@@ -537,7 +547,14 @@ def test_a_joint_move_is_made_whole_or_not_at_all() -> None:
     joint = Candidate(client, zone_c, 100.0, "test", "split-peers", ((server, zone_c),))
     follower = Candidate(peer, zone_c, 50.0, "test", "split-peers")
     state = PlannerState().observe([joint, follower])
-    result = plan(view, [joint, follower], policy, state, now=NOW, persistence_required=1)
+    result = plan(
+        view,
+        [joint, follower],
+        PlanningRules.of(policy, view.topology),
+        state,
+        now=NOW,
+        persistence_required=1,
+    )
     assert result.moves == ()
     skips = {s.pod: s for s in result.skipped}
     assert skips[client].reason == f"{server}: PDB server allows no more disruptions"

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from rebalancer.config.policy import Policy, parse_policy
 from rebalancer.errors import InputError
-from rebalancer.policy import Policy, parse_policy
-from strategies.gang_consolidation import GangConsolidationArgs
+from rebalancer.strategies.gang_consolidation import GangConsolidationArgs
 
 
 def test_defaults_are_safe() -> None:

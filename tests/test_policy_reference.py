@@ -7,24 +7,22 @@ from typing import Annotated, Literal
 import yaml
 from pydantic import Field
 
-from rebalancer.policy import Policy, parse_policy
-from rebalancer.policy_reference import (
-    DEFAULT_POLICY,
-    OVERLAY_POLICIES,
-    README,
+from harness.policy_docs import DEFAULT_POLICY, OVERLAY_POLICIES, POLICY_DOC
+from rebalancer.config.policy import Policy, parse_policy
+from rebalancer.config.reference import (
     default_policy_configmap,
     default_policy_yaml,
-    readme_with_reference,
     reference_markdown,
     type_name,
+    with_reference,
 )
 
-REGENERATE = "out of date: run `python -m rebalancer.policy_reference`"
+REGENERATE = "out of date: run `python -m harness.policy_docs`"
 
 
-def test_the_readme_reference_is_current() -> None:
-    text = README.read_text()
-    assert readme_with_reference(text) == text, REGENERATE
+def test_the_policy_doc_reference_is_current() -> None:
+    text = POLICY_DOC.read_text()
+    assert with_reference(text) == text, REGENERATE
 
 
 def test_the_deployed_default_policy_is_current_and_is_the_default() -> None:

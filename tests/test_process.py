@@ -5,7 +5,7 @@ from __future__ import annotations
 import socket
 from pathlib import Path
 
-from rebalancer.testing.process import free_port
+from harness.process import free_port
 
 
 def test_free_ports_are_below_the_ephemeral_range_and_never_handed_out_twice() -> None:

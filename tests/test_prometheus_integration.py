@@ -10,17 +10,10 @@ from pathlib import Path
 
 import pytest
 
+from harness import builders as b
+from harness.exporter import HUBBLE_FLOWS, ISTIO_TCP_SENT, FlowCounters, FlowMetric, Pair, serve
+from harness.prometheus import PrometheusServer
 from rebalancer.cli import main
-from rebalancer.testing import builders as b
-from rebalancer.testing.exporter import (
-    HUBBLE_FLOWS,
-    ISTIO_TCP_SENT,
-    FlowCounters,
-    FlowMetric,
-    Pair,
-    serve,
-)
-from rebalancer.testing.prometheus import PrometheusServer
 from tests.conftest import LIVE_POLICY_YAML, all_pairs, grid_nodes, pod_keys, snapshot_of
 
 pytestmark = pytest.mark.integration

@@ -12,15 +12,16 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from rebalancer.fit import Occupancy
-from rebalancer.graph import Figures, Tally
-from rebalancer.planner import Plan, price_of
-from rebalancer.policy import Policy
-from rebalancer.selectors import matches_label_selector
-from rebalancer.snapshot import Snapshot
-from rebalancer.testing import builders as b
-from rebalancer.topology import Domain, first_split
-from strategies.split_peers import SplitPeers, SplitPeersArgs
+from harness import builders as b
+from rebalancer.cluster.fit import Occupancy
+from rebalancer.cluster.model import Snapshot
+from rebalancer.cluster.selectors import matches_label_selector
+from rebalancer.cluster.topology import Domain, first_split
+from rebalancer.config.policy import Policy
+from rebalancer.config.resolved import price_of
+from rebalancer.cost.figures import Figures, Tally
+from rebalancer.planning.types import Plan
+from rebalancer.strategies.split_peers import SplitPeers, SplitPeersArgs
 from tests.conftest import make_policy, plan_once, pod_pairs_of, snapshot_of
 
 NODES = [(f"node-{z}{r}", z, f"r{r}") for z in "abc" for r in (1, 2)]

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from rebalancer.errors import InputError
-from rebalancer.scenario import (
+from rebalancer.simulator.scenario import (
     PlacedPod,
     load_scenario,
     node_object,

@@ -11,22 +11,19 @@ from pathlib import Path
 import msgspec
 import pytest
 
-from rebalancer import optimum
+from harness.invariants import crowded_moves, undoing_moves
 from rebalancer.cli import main
-from rebalancer.engine import topology_of
-from rebalancer.optimum import Optimum, solve
-from rebalancer.policy import Cooldown, Persistence, Policy, load_policy, parse_policy
-from rebalancer.scenario import load_scenario, parse_scenario
-from rebalancer.simulation import (
-    DEFAULT_POLICY,
-    Scheduler,
-    SimulatedCluster,
-    SimulatedMode,
-    naive_baseline,
-    simulate,
-    violations,
-)
-from rebalancer.testing.invariants import crowded_moves, undoing_moves
+from rebalancer.config.policy import Policy, load_policy, parse_policy
+from rebalancer.config.sections import Cooldown, Persistence
+from rebalancer.planning.cycle import topology_of
+from rebalancer.planning.state import remembered
+from rebalancer.simulator import optimum
+from rebalancer.simulator.cluster import SimulatedCluster
+from rebalancer.simulator.optimum import solve
+from rebalancer.simulator.results import Optimum, SimulatedMode
+from rebalancer.simulator.run import DEFAULT_POLICY, naive_baseline, simulate, violations
+from rebalancer.simulator.scenario import load_scenario, parse_scenario
+from rebalancer.simulator.scheduler import Scheduler
 
 ROOT = Path(__file__).resolve().parents[1]
 SCENARIOS = ROOT / "examples" / "scenarios"
@@ -309,6 +306,6 @@ def test_traffic_that_flips_every_cycle_causes_no_loop(mode: SimulatedMode) -> N
     result = simulate(scenario, eager, cycles=30, mode=mode, seed=0)
     cooldown = eager.cooldown.per_workload_seconds
     assert result.moves  # else the checks below would prove nothing
-    moves = [(move.remembered(at), move.origin) for move, at in result.moves]
+    moves = [(remembered(move, at), move.origin) for move, at in result.moves]
     assert undoing_moves(moves, cooldown) == []
     assert crowded_moves(scenario, [recent for recent, _origin in moves], cooldown) == []

@@ -9,18 +9,17 @@ from typing import Any
 
 import pytest
 
-from rebalancer.errors import InputError
-from rebalancer.snapshot import (
+from harness import builders as b
+from rebalancer.clients.inputs import load_snapshot
+from rebalancer.cluster.model import Resources, WorkloadRef
+from rebalancer.cluster.parse import (
     PodsRead,
-    Resources,
-    WorkloadRef,
     decode_snapshot,
-    load_snapshot,
     parse_items,
     parse_snapshot,
     prepared,
 )
-from rebalancer.testing import builders as b
+from rebalancer.errors import InputError
 from tests.conftest import snapshot_of
 
 

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from rebalancer.planner import RecentMove
-from rebalancer.scenario import parse_scenario
-from rebalancer.testing.invariants import crowded_moves
-from rebalancer.testing.soak import acted_on_faults
+from harness.invariants import crowded_moves
+from harness.soak import acted_on_faults
+from rebalancer.planning.state import RecentMove
+from rebalancer.simulator.scenario import parse_scenario
 
 SCENARIO = parse_scenario("name: s\nworkloads: [{name: api, namespace: shop, replicas: 2}]", "s")
 

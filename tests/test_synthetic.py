@@ -7,12 +7,15 @@ from collections import Counter
 
 import pytest
 
-from rebalancer.engine import build_view
-from rebalancer.policy import parse_policy
-from rebalancer.simulation import DEFAULT_POLICY
-from rebalancer.snapshot import parse_snapshot
-from rebalancer.testing.synthetic import Size, generate
-from rebalancer.traffic import TrafficFailure, build_queries, parse_answer, read_traffic
+from harness.synthetic import Size, generate
+from rebalancer.cluster.parse import parse_snapshot
+from rebalancer.config.policy import parse_policy
+from rebalancer.planning.cycle import build_view
+from rebalancer.simulator.run import DEFAULT_POLICY
+from rebalancer.traffic.answer import parse_answer
+from rebalancer.traffic.mapping import read_traffic
+from rebalancer.traffic.model import TrafficFailure
+from rebalancer.traffic.queries import build_queries
 
 SMALL = Size("test", nodes=200, pods=2_000, pairs=10_000)
 

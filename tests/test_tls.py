@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import datetime
 
-from rebalancer.serving_keys import keys_from_secret, secret_data
-from rebalancer.tls import ServingKeys, issue_serving_keys, renewed, unfit_because
+from rebalancer.webhook.serving_keys import keys_from_secret, secret_data
+from rebalancer.webhook.tls import ServingKeys, issue_serving_keys, renewed, unfit_because
 
 NOW = datetime.datetime.now(datetime.UTC)
 NAMES = ["rebalancer.ops.svc"]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from rebalancer.topology import Domain, Topology, TopologyLevel, first_split
+from rebalancer.cluster.topology import Domain, Topology, TopologyLevel, first_split
 
 LEVELS = (
     TopologyLevel(name="zone", label="zone", weight=10),

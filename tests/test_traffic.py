@@ -8,20 +8,14 @@ from typing import Any
 
 import pytest
 
+from harness import builders as b
+from rebalancer.clients.inputs import RecordedAnswer
 from rebalancer.errors import InputError
-from rebalancer.policy import CustomSource, HubbleSource, IstioSource
-from rebalancer.testing import builders as b
-from rebalancer.traffic import (
-    PodTraffic,
-    Queries,
-    Sample,
-    TrafficFailure,
-    WorkloadTraffic,
-    build_queries,
-    load_response_file,
-    parse_answer,
-    read_traffic,
-)
+from rebalancer.traffic.answer import parse_answer
+from rebalancer.traffic.mapping import read_traffic
+from rebalancer.traffic.model import PodTraffic, Sample, TrafficFailure, WorkloadTraffic
+from rebalancer.traffic.queries import Queries, build_queries
+from rebalancer.traffic.settings import CustomSource, HubbleSource, IstioSource
 from tests.conftest import snapshot_of
 
 SPLIT = build_queries(HubbleSource(source="hubble"))
@@ -333,7 +327,8 @@ def test_values_read_whether_or_not_json_would_read_them_as_numbers() -> None:
 def test_a_recorded_response_file_is_read_like_a_live_answer(tmp_path: Path) -> None:
     recorded = tmp_path / "answer.json"
     recorded.write_text(json.dumps(vector((split_labels(WEB[0], API), "4"))))
-    samples = load_response_file(recorded, SPLIT)
+    samples, freshness = RecordedAnswer.from_file(recorded).read(SPLIT)
+    assert freshness is None
     assert samples == [Sample(tuple(split_labels(WEB[0], API).values()), 4.0)]
 
 
@@ -352,4 +347,4 @@ def test_unusable_traffic_files_are_input_errors(
     if content is not None:
         path.write_text(content)
     with pytest.raises(InputError, match=message):
-        load_response_file(path, SPLIT)
+        RecordedAnswer.from_file(path).read(SPLIT)

@@ -6,10 +6,10 @@ import ssl
 
 from kubernetes import client
 
-from rebalancer.hints import HintStore
-from rebalancer.testing.process import free_port
-from rebalancer.tls import issue_serving_keys, renewed
-from rebalancer.webhook import WebhookServer
+from harness.process import free_port
+from rebalancer.clients.hints import HintStore
+from rebalancer.webhook.server import WebhookServer
+from rebalancer.webhook.tls import issue_serving_keys, renewed
 
 
 def _served_certificate(port: int) -> bytes:

@@ -13,14 +13,18 @@ from dataclasses import dataclass
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from rebalancer.engine import build_view
-from rebalancer.graph import CostModel, PodCostModel, Tally
-from rebalancer.policy import IstioSource
-from rebalancer.snapshot import Snapshot
-from rebalancer.testing import builders as b
-from rebalancer.traffic import Sample, WorkloadTraffic, build_queries, read_traffic
-from rebalancer.workload_graph import WorkloadCostModel
-from strategies.base import ClusterView
+from harness import builders as b
+from rebalancer.cluster.model import Snapshot
+from rebalancer.cost.figures import Tally
+from rebalancer.cost.model import CostModel
+from rebalancer.cost.pod_pairs import PodCostModel
+from rebalancer.cost.workload_pairs import WorkloadCostModel
+from rebalancer.planning.cycle import build_view
+from rebalancer.strategies.framework import ClusterView
+from rebalancer.traffic.mapping import read_traffic
+from rebalancer.traffic.model import Sample, WorkloadTraffic
+from rebalancer.traffic.queries import build_queries
+from rebalancer.traffic.settings import IstioSource
 from tests.conftest import grid_nodes, make_policy, snapshot_of, traffic_of
 
 NODES = [

@@ -11,7 +11,7 @@ import json
 from itertools import combinations
 from pathlib import Path
 
-from rebalancer.testing import builders as b
+from harness import builders as b
 
 HERE = Path(__file__).parent
 NODES = [f"node-{zone}{rack}{index}" for zone in "abc" for rack in (1, 2) for index in (1, 2)]

@@ -15,17 +15,18 @@ import pytest
 from kubernetes import client
 from prometheus_client import CollectorRegistry
 
-from rebalancer.controller import Controller
-from rebalancer.executor import EventRecorder, EvictionExecutor, Outcome
-from rebalancer.kube import list_raw, read_snapshot
-from rebalancer.metrics import ControllerMetrics
-from rebalancer.planner import Move
-from rebalancer.policy import parse_policy
-from rebalancer.scenario import Scenario
-from rebalancer.sources import ConfigMapState, FixedPolicy
-from rebalancer.testing.cluster import LocalCluster
-from rebalancer.testing.live import live_scenario
-from rebalancer.testing.prometheus import PrometheusServer
+from harness.cluster import LocalCluster
+from harness.live import live_scenario
+from harness.prometheus import PrometheusServer
+from rebalancer.clients.events import EventRecorder
+from rebalancer.clients.eviction import EvictionExecutor, Outcome
+from rebalancer.clients.kube_api import list_raw, read_snapshot
+from rebalancer.clients.stores import ConfigMapState, FixedPolicy
+from rebalancer.config.policy import parse_policy
+from rebalancer.controller.loop import Controller
+from rebalancer.controller.metrics import ControllerMetrics
+from rebalancer.planning.types import Move
+from rebalancer.simulator.scenario import Scenario
 from tests.conftest import LIVE_POLICY_YAML, split_pair_scenario
 
 Execute = Callable[..., list[Outcome]]

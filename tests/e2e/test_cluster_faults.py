@@ -15,14 +15,14 @@ from typing import Any
 import pytest
 from kubernetes import client
 
-from rebalancer.cache import WatchCache
-from rebalancer.hints import HintStore
-from rebalancer.planner import Move
-from rebalancer.scenario import ZONE_LABEL, WorkloadSpec, parse_scenario, workload_objects
-from rebalancer.sources import ConfigMapState
-from rebalancer.testing.cluster import LocalCluster
-from rebalancer.testing.process import free_port, wait_until
-from rebalancer.webhook import webhook_configuration
+from harness.cluster import LocalCluster
+from harness.process import free_port, wait_until
+from harness.webhook import webhook_configuration
+from rebalancer.clients.hints import HintStore
+from rebalancer.clients.stores import ConfigMapState
+from rebalancer.clients.watch_cache import WatchCache
+from rebalancer.planning.types import Move
+from rebalancer.simulator.scenario import ZONE_LABEL, WorkloadSpec, parse_scenario, workload_objects
 from tests.e2e.setups import Setup, before_executing, split_pair_setup
 
 pytestmark = pytest.mark.e2e

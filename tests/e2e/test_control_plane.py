@@ -7,12 +7,12 @@ from typing import Any
 import pytest
 from kubernetes import client
 
-from rebalancer.fit import Occupancy, rejection
-from rebalancer.kube import list_raw, read_snapshot
-from rebalancer.scenario import PdbSpec, WorkloadSpec, workload_objects
-from rebalancer.snapshot import Resources
-from rebalancer.testing.cluster import LocalCluster
-from rebalancer.testing.process import wait_until
+from harness.cluster import LocalCluster
+from harness.process import wait_until
+from rebalancer.clients.kube_api import list_raw, read_snapshot
+from rebalancer.cluster.fit import Occupancy, rejection
+from rebalancer.cluster.model import Resources
+from rebalancer.simulator.scenario import PdbSpec, WorkloadSpec, workload_objects
 
 pytestmark = pytest.mark.e2e
 

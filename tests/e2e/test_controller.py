@@ -17,19 +17,16 @@ import pytest
 import requests
 from kubernetes import client
 
-from rebalancer.executor import EventRecorder, EvictionExecutor
-from rebalancer.graph import SECONDS_PER_MONTH
-from rebalancer.planner import Move
-from rebalancer.sources import (
-    POLICY_KEY,
-    ConfigMapPolicy,
-    ConfigMapState,
-)
-from rebalancer.testing.cluster import LocalCluster
-from rebalancer.testing.exporter import ClusterTraffic
-from rebalancer.testing.process import free_port, wait_until
-from rebalancer.testing.scrape import scrape, total
-from rebalancer.topology import Domain
+from harness.cluster import LocalCluster
+from harness.exporter import ClusterTraffic
+from harness.process import free_port, wait_until
+from harness.scrape import scrape, total
+from rebalancer.clients.events import EventRecorder
+from rebalancer.clients.eviction import EvictionExecutor
+from rebalancer.clients.stores import POLICY_KEY, ConfigMapPolicy, ConfigMapState
+from rebalancer.cluster.topology import Domain
+from rebalancer.cost.figures import SECONDS_PER_MONTH
+from rebalancer.planning.types import Move
 from tests.conftest import LIVE_POLICY_YAML
 from tests.e2e.setups import Setup, split_pair_setup
 

@@ -9,10 +9,10 @@ from collections.abc import Iterator
 
 import pytest
 
-from rebalancer.controller import Controller
-from rebalancer.sources import FixedPolicy
-from rebalancer.testing.cluster import LocalCluster
-from rebalancer.testing.faults import FaultyPrometheus, PrometheusFault, faulty_prometheus
+from harness.cluster import LocalCluster
+from harness.faults import FaultyPrometheus, PrometheusFault, faulty_prometheus
+from rebalancer.clients.stores import FixedPolicy
+from rebalancer.controller.loop import Controller
 from tests.e2e.setups import Setup, split_pair_setup
 
 pytestmark = pytest.mark.e2e
@@ -82,7 +82,7 @@ def test_a_prometheus_fault_evicts_nothing_and_says_why(
     controller = controller_behind(setup, proxy, "evict")
     proxy.fault = fault
     try:
-        with caplog.at_level(logging.WARNING, logger="rebalancer.controller"):
+        with caplog.at_level(logging.WARNING, logger="rebalancer.controller.loop"):
             report = controller.run_cycle()
     finally:
         proxy.fault = "none"
@@ -91,7 +91,7 @@ def test_a_prometheus_fault_evicts_nothing_and_says_why(
     assert "\n" not in report.detail
     assert controller.metrics.traffic_failures.labels(reason)._value.get() == 1
     assert controller.metrics.cycles.labels(result)._value.get() == 1
-    logged = [r.getMessage() for r in caplog.records if r.name == "rebalancer.controller"]
+    logged = [r.getMessage() for r in caplog.records if r.name == "rebalancer.controller.loop"]
     assert logged == [f"cycle {result}: no evictions: {report.detail}"]
     assert setup.pair_pods() == before
     assert not setup.events("Evicted")

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from rebalancer.demo import run
+from harness.demo import run
 
 pytestmark = pytest.mark.e2e
 

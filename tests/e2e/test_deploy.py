@@ -17,11 +17,12 @@ import pytest
 import yaml
 from kubernetes import client, config
 
-from rebalancer.testing.cluster import LocalCluster, build_binaries
-from rebalancer.testing.deploy import DEPLOY, OVERLAYS, build_overlay, controller_args, kubectl
-from rebalancer.testing.live import live_scenario
-from rebalancer.testing.process import free_port, wait_until
-from rebalancer.testing.scrape import scrape, total
+from harness.cluster import LocalCluster, build_binaries
+from harness.deploy import OVERLAYS, build_overlay, controller_args, kubectl
+from harness.live import live_scenario
+from harness.paths import DEPLOY
+from harness.process import free_port, wait_until
+from harness.scrape import scrape, total
 from tests.conftest import LIVE_POLICY_YAML, split_pair_scenario
 
 pytestmark = pytest.mark.e2e

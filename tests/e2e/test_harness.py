@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from rebalancer.testing.cluster import local_cluster
+from harness.cluster import local_cluster
 
 pytestmark = pytest.mark.e2e
 
@@ -36,7 +36,7 @@ def test_a_failing_test_still_stops_every_component(tmp_path: Path) -> None:
 
 
 def test_cluster_up_and_down(tmp_path: Path) -> None:
-    command = [sys.executable, "-m", "rebalancer.testing.cluster"]
+    command = [sys.executable, "-m", "harness.cluster"]
     up = subprocess.run(
         [
             *command,

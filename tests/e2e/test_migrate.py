@@ -12,23 +12,24 @@ import pytest
 from kubernetes import client
 from prometheus_client import CollectorRegistry
 
-from rebalancer.controller import Controller
-from rebalancer.executor import EventRecorder
-from rebalancer.hints import Hint, HintStore
-from rebalancer.kube import list_raw, read_snapshot
-from rebalancer.landing import Landing
-from rebalancer.metrics import ControllerMetrics
-from rebalancer.planner import PlannerState
-from rebalancer.policy import parse_policy
-from rebalancer.scenario import ZONE_LABEL, PdbSpec, WorkloadSpec, workload_objects
-from rebalancer.serving_keys import shared_serving_keys
-from rebalancer.sources import ConfigMapState, FixedPolicy
-from rebalancer.testing.cluster import LocalCluster
-from rebalancer.testing.exporter import ClusterTraffic
-from rebalancer.testing.live import live_scenario
-from rebalancer.testing.process import free_port, wait_until
-from rebalancer.testing.prometheus import PrometheusServer
-from rebalancer.webhook import WebhookServer, webhook_configuration
+from harness.cluster import LocalCluster
+from harness.exporter import ClusterTraffic
+from harness.live import live_scenario
+from harness.process import free_port, wait_until
+from harness.prometheus import PrometheusServer
+from harness.webhook import webhook_configuration
+from rebalancer.clients.events import EventRecorder
+from rebalancer.clients.hints import HintStore
+from rebalancer.clients.kube_api import list_raw, read_snapshot
+from rebalancer.clients.stores import ConfigMapState, FixedPolicy
+from rebalancer.config.policy import parse_policy
+from rebalancer.controller.loop import Controller
+from rebalancer.controller.metrics import ControllerMetrics
+from rebalancer.planning.landing import Hint, Landing
+from rebalancer.planning.state import PlannerState
+from rebalancer.simulator.scenario import ZONE_LABEL, PdbSpec, WorkloadSpec, workload_objects
+from rebalancer.webhook.server import WebhookServer
+from rebalancer.webhook.serving_keys import shared_serving_keys
 from tests.conftest import LIVE_POLICY_YAML, split_pair_scenario
 
 pytestmark = pytest.mark.e2e

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from rebalancer.policy import Mode, load_policy
-from rebalancer.scenario import load_scenario
-from rebalancer.simulation import simulate
-from rebalancer.testing.trial import TrialSummary, run_trial
+from harness.trial import TrialSummary, run_trial
+from rebalancer.config.policy import Mode, load_policy
+from rebalancer.simulator.run import simulate
+from rebalancer.simulator.scenario import load_scenario
 
 pytestmark = pytest.mark.e2e
 

@@ -22,12 +22,12 @@ import yaml
 from kubernetes import client
 
 from dashboards.build import dashboard_json
-from rebalancer.policy import load_policy
-from rebalancer.testing.cluster import LocalCluster
-from rebalancer.testing.live import live_scenario
-from rebalancer.testing.process import free_port, wait_until
-from rebalancer.testing.prometheus import PrometheusServer, ScrapeJob
-from rebalancer.webhook import webhook_configuration
+from harness.cluster import LocalCluster
+from harness.live import live_scenario
+from harness.process import free_port, wait_until
+from harness.prometheus import PrometheusServer, ScrapeJob
+from harness.webhook import webhook_configuration
+from rebalancer.config.policy import load_policy
 from tests.conftest import LIVE_POLICY_YAML, split_pair_scenario
 from tests.e2e.setups import acting_policy
 

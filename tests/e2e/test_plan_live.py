@@ -8,13 +8,14 @@ from pathlib import Path
 
 import pytest
 
+from harness.cluster import LocalCluster
+from harness.exporter import ClusterTraffic
+from harness.live import live_scenario
+from harness.prometheus import PrometheusServer
 from rebalancer.cli import main
-from rebalancer.scenario import load_scenario
-from rebalancer.snapshot import WorkloadRef, load_snapshot
-from rebalancer.testing.cluster import LocalCluster
-from rebalancer.testing.exporter import ClusterTraffic
-from rebalancer.testing.live import live_scenario
-from rebalancer.testing.prometheus import PrometheusServer
+from rebalancer.clients.inputs import load_snapshot
+from rebalancer.cluster.model import WorkloadRef
+from rebalancer.simulator.scenario import load_scenario
 from tests.conftest import LIVE_POLICY_YAML
 
 pytestmark = pytest.mark.e2e

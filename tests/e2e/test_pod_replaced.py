@@ -14,10 +14,10 @@ import pytest
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from rebalancer.executor import EvictionExecutor
-from rebalancer.planner import Move
-from rebalancer.testing.cluster import LocalCluster
-from rebalancer.testing.process import wait_until
+from harness.cluster import LocalCluster
+from harness.process import wait_until
+from rebalancer.clients.eviction import EvictionExecutor
+from rebalancer.planning.types import Move
 from tests.e2e.setups import Setup, before_executing, split_pair_setup
 
 pytestmark = pytest.mark.e2e

@@ -8,10 +8,10 @@ import datetime
 import pytest
 from kubernetes import client
 
-from rebalancer.executor import EventRecorder
-from rebalancer.kube import list_raw
-from rebalancer.sources import POLICY_KEY, ConfigMapPolicy
-from rebalancer.testing.cluster import LocalCluster
+from harness.cluster import LocalCluster
+from rebalancer.clients.events import EventRecorder
+from rebalancer.clients.kube_api import list_raw
+from rebalancer.clients.stores import POLICY_KEY, ConfigMapPolicy
 
 pytestmark = pytest.mark.e2e
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from rebalancer.testing.soak import SoakSettings, run_soak
+from harness.soak import SoakSettings, run_soak
 
 pytestmark = pytest.mark.e2e
 

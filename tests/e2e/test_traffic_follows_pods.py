@@ -7,11 +7,11 @@ from collections.abc import Iterator
 
 import pytest
 
-from rebalancer.scenario import Scenario, parse_scenario
-from rebalancer.testing.cluster import LocalCluster
-from rebalancer.testing.live import live_scenario
-from rebalancer.testing.process import wait_until
-from rebalancer.testing.prometheus import PrometheusServer
+from harness.cluster import LocalCluster
+from harness.live import live_scenario
+from harness.process import wait_until
+from harness.prometheus import PrometheusServer
+from rebalancer.simulator.scenario import Scenario, parse_scenario
 from tests.e2e.test_control_plane import evict
 
 pytestmark = pytest.mark.e2e

@@ -7,10 +7,10 @@ from collections.abc import Iterator
 import pytest
 from kubernetes import client
 
-from rebalancer.cache import WatchCache
-from rebalancer.scenario import WorkloadSpec, workload_objects
-from rebalancer.testing.cluster import LocalCluster
-from rebalancer.testing.process import wait_until
+from harness.cluster import LocalCluster
+from harness.process import wait_until
+from rebalancer.clients.watch_cache import WatchCache
+from rebalancer.simulator.scenario import WorkloadSpec, workload_objects
 
 pytestmark = pytest.mark.e2e
 

@@ -16,18 +16,21 @@ from typing import Any
 import pytest
 from kubernetes import client
 
-from rebalancer.hints import Hint, HintStore
-from rebalancer.kube import list_raw
-from rebalancer.scenario import ZONE_LABEL, WorkloadSpec, workload_objects
-from rebalancer.serving_keys import (
+from harness.cluster import LocalCluster
+from harness.process import free_port, wait_until
+from harness.webhook import webhook_configuration
+from rebalancer.clients.hints import HintStore
+from rebalancer.clients.kube_api import list_raw
+from rebalancer.planning.landing import Hint
+from rebalancer.simulator.scenario import ZONE_LABEL, WorkloadSpec, workload_objects
+from rebalancer.webhook.server import WebhookServer
+from rebalancer.webhook.serving_keys import (
     issued_serving_keys,
     keys_from_secret,
     secret_data,
     shared_serving_keys,
 )
-from rebalancer.testing.cluster import LocalCluster
-from rebalancer.testing.process import free_port, wait_until
-from rebalancer.tls import (
+from rebalancer.webhook.tls import (
     ServingKeys,
     issue_serving_keys,
     key_pem,
@@ -35,7 +38,6 @@ from rebalancer.tls import (
     pem,
     serving_certificate,
 )
-from rebalancer.webhook import WebhookServer, webhook_configuration
 
 pytestmark = pytest.mark.e2e
 

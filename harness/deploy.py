@@ -1,0 +1,50 @@
+"""deploy/ as the tests see it: each overlay built by kustomize (kubectl's own, from the test
+binaries), and the controller's flags read back from its Deployment."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from typing import Any
+
+import yaml
+
+from harness.cluster import build_binaries
+from harness.paths import DEPLOY
+
+OVERLAY_MODES = {
+    "dry-run": "dry-run",
+    "evict": "evict",
+    "migrate": "migrate",
+    "migrate-cert-manager": "migrate",
+}
+"""Each overlay, and the mode its policy sets."""
+OVERLAYS = tuple(OVERLAY_MODES)
+
+
+def kubectl() -> str:
+    return str(build_binaries() / "kubectl")
+
+
+def build_overlay(overlay: str) -> list[dict[str, Any]]:
+    """`kubectl kustomize deploy/overlays/OVERLAY`, as the list of objects it prints."""
+    built = subprocess.run(
+        [kubectl(), "kustomize", str(DEPLOY / "overlays" / overlay)],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return [doc for doc in yaml.safe_load_all(built.stdout) if doc]
+
+
+def find(objects: list[dict[str, Any]], kind: str, name: str) -> dict[str, Any]:
+    [found] = [o for o in objects if o["kind"] == kind and o["metadata"]["name"] == name]
+    return found
+
+
+def controller_args(objects: list[dict[str, Any]], env: dict[str, str]) -> list[str]:
+    """The Deployment's args with $(VAR) expanded from `env`, as the kubelet would."""
+    [container] = find(objects, "Deployment", "topology-rebalancer")["spec"]["template"]["spec"][
+        "containers"
+    ]
+    return [re.sub(r"\$\((\w+)\)", lambda m: env[m.group(1)], arg) for arg in container["args"]]

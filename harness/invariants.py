@@ -1,0 +1,145 @@
+"""What must hold while the controller acts on a live scenario, checked from the API server's
+view rather than the controller's: no PodDisruptionBudget broken at any moment, every workload
+back to its replicas, and hard spread constraints still met.
+
+A background thread polls the pods, because a broken budget can last well under a second: an
+extra eviction is followed within moments by a kwok replacement that is Ready again.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from kubernetes import client
+
+from harness.cluster import is_ready
+from rebalancer.clients.kube_api import list_raw
+from rebalancer.errors import SourceUnavailableError
+from rebalancer.planning.state import RecentMove
+from rebalancer.simulator.scenario import LEVEL_LABELS, Scenario, domain_counts
+
+
+def undoing_moves(
+    moves: Sequence[tuple[RecentMove, Mapping[str, str]]], cooldown_seconds: float
+) -> list[str]:
+    """Moves (each with the full location its pod left) that undo an earlier move of the same
+    workload within the cooldown: the bounce that must never happen, whatever the traffic does."""
+    ordered = sorted(moves, key=lambda pair: pair[0].at)
+    found = []
+    for index, (later, origin) in enumerate(ordered):
+        for earlier, _origin in ordered[:index]:
+            recent = later.at - earlier.at < cooldown_seconds
+            same = earlier.workload == later.workload
+            if recent and same and earlier.undone_by(dict(origin), later.entered):
+                found.append(
+                    f"{later.workload}: {later.left} -> {later.entered} at {later.at:g} "
+                    f"undoes {earlier.left} -> {earlier.entered} at {earlier.at:g}"
+                )
+    return found
+
+
+def crowded_moves(scenario: Scenario, moves: list[RecentMove], cooldown: float) -> list[str]:
+    """Workloads that moved more pods within one cooldown than they have replicas."""
+    replicas = {f"{w.kind}/{w.key}": w.replicas for w in scenario.workloads}
+    found = []
+    for move in moves:
+        window = [
+            m for m in moves if m.workload == move.workload and 0 <= m.at - move.at < cooldown
+        ]
+        if len(window) > replicas.get(move.workload, 0):
+            found.append(f"{move.workload}: {len(window)} moves from {move.at:.0f}")
+    return found
+
+
+def ready_by_workload(scenario: Scenario, pods: list[dict[str, Any]]) -> dict[str, list[Any]]:
+    """The scenario's workloads (namespace/name) -> their Ready pods, as raw JSON."""
+    ready: dict[str, list[Any]] = {w.key: [] for w in scenario.workloads}
+    for pod in pods:
+        metadata = pod["metadata"]
+        key = f"{metadata['namespace']}/{(metadata.get('labels') or {}).get('app', '')}"
+        if key in ready and is_ready(pod):
+            ready[key].append(pod)
+    return ready
+
+
+@dataclass
+class InvariantWatch:
+    """Watches one scenario's workloads; start it once every replica is Ready."""
+
+    scenario: Scenario
+    api: client.ApiClient
+    poll_seconds: float = 0.2
+    pdb_violations: list[str] = field(default_factory=list)
+    """One line per moment a budget was seen broken: workload, Ready pods and the promise."""
+    polls: int = 0
+    """Polls that completed, so a watch that never saw the cluster cannot pass for a clean one."""
+    failed_polls: list[str] = field(default_factory=list)
+    uids_seen: set[str] = field(default_factory=set)
+    """Every UID of a scenario pod a poll has seen: the pods replaced during a run are those
+    gone by its end."""
+    _stop: threading.Event = field(default_factory=threading.Event)
+    _thread: threading.Thread | None = None
+
+    def pods(self) -> list[dict[str, Any]]:
+        core = client.CoreV1Api(self.api)
+        return list_raw("Pod", core.list_pod_for_all_namespaces)
+
+    def check_budgets(self) -> None:
+        pods = self.pods()
+        namespaces = {workload.namespace for workload in self.scenario.workloads}
+        self.uids_seen |= {
+            pod["metadata"]["uid"] for pod in pods if pod["metadata"]["namespace"] in namespaces
+        }
+        ready = ready_by_workload(self.scenario, pods)
+        for workload in self.scenario.workloads:
+            promised = workload.promised_ready
+            if len(ready[workload.key]) < promised:
+                self.pdb_violations.append(
+                    f"{workload.key}: {len(ready[workload.key])} Ready, PDB promises {promised}"
+                )
+
+    def spread_violations(self) -> list[str]:
+        """Hard spread constraints the Ready pods break now, counting every domain with nodes."""
+        core = client.CoreV1Api(self.api)
+        nodes = {
+            node["metadata"]["name"]: node["metadata"].get("labels") or {}
+            for node in list_raw("Node", core.list_node)
+        }
+        ready = ready_by_workload(self.scenario, self.pods())
+        broken = []
+        for workload in self.scenario.workloads:
+            for spread in (s for s in workload.spread if s.hard):
+                counts = domain_counts(
+                    LEVEL_LABELS[spread.level],
+                    nodes.values(),
+                    (nodes[pod["spec"]["nodeName"]] for pod in ready[workload.key]),
+                )
+                skew = max(counts.values()) - min(counts.values()) if counts else 0
+                if skew > spread.max_skew:
+                    broken.append(
+                        f"{workload.key}: {spread.level} skew {skew} > {spread.max_skew} "
+                        f"({dict(sorted(counts.items()))})"
+                    )
+        return broken
+
+    def start(self) -> InvariantWatch:
+        self._thread = threading.Thread(target=self._run, name="invariant-watch", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.poll_seconds):
+            try:
+                self.check_budgets()
+            except SourceUnavailableError as error:  # list_raw's one error for any API failure
+                self.failed_polls.append(f"{type(error).__name__}: {error}".splitlines()[0])
+            else:
+                self.polls += 1

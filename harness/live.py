@@ -1,0 +1,49 @@
+"""A scenario running for real: loaded into the local cluster, its traffic served by the exporter
+and scraped by Prometheus, ready once rate() over the window tells the truth."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+
+from harness.cluster import LocalCluster
+from harness.exporter import ClusterTraffic, FlowCounters, serve
+from harness.prometheus import PrometheusServer, ScrapeJob
+from rebalancer.simulator.scenario import Scenario
+
+
+@contextmanager
+def live_scenario(
+    cluster: LocalCluster,
+    scenario: Scenario,
+    workdir: Path,
+    window_seconds: int = 10,
+    *,
+    extra_jobs: Mapping[str, ScrapeJob] | None = None,
+    rule_files: Sequence[Path] = (),
+) -> Iterator[tuple[ClusterTraffic, PrometheusServer]]:
+    """Yields the ground truth and the Prometheus that watches it, and stops Prometheus after.
+
+    rate() divides by the whole window, so it reads low until the window holds a full set of
+    one-second scrapes; this waits for that before yielding.
+    """
+    cluster.load_scenario(scenario)
+    traffic = ClusterTraffic(scenario, cluster.api_client())
+    namespaces = "|".join(sorted({w.namespace for w in scenario.workloads}))
+    series = len(traffic.rates())
+    with serve(FlowCounters(traffic.rates)) as target:
+        prometheus = PrometheusServer(
+            workdir, [target], extra_jobs=extra_jobs, rule_files=rule_files
+        )
+        try:
+            prometheus.wait_ready()
+            prometheus.wait_for(
+                f'count_over_time(hubble_flows_processed_total{{source_namespace=~"{namespaces}"}}'
+                f"[{window_seconds}s]) >= {window_seconds}",
+                series=series,
+                timeout=6 * window_seconds,
+            )
+            yield traffic, prometheus
+        finally:
+            prometheus.stop()

@@ -1,0 +1,94 @@
+"""Debian's Prometheus server on loopback, for tests and `make cluster-up`.
+
+A real server, because what the rebalancer must get right is how a real one answers: rate()
+windows, staleness, error bodies and timeouts.
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import requests
+import yaml
+
+from harness.process import free_port, spawn, wait_until
+
+
+@dataclass(frozen=True)
+class ScrapeJob:
+    targets: list[str]
+    labels: dict[str, str] = field(default_factory=dict)
+    """Added to every scraped series, as a ServiceMonitor adds `namespace`."""
+
+
+class PrometheusServer:
+    """Debian's `prometheus` on a free loopback port, scraping the given targets every second
+    (job `hubble`), and any `extra_jobs` (name -> targets and labels), with `rule_files`."""
+
+    def __init__(
+        self,
+        workdir: Path,
+        targets: list[str],
+        *,
+        extra_jobs: Mapping[str, ScrapeJob] | None = None,
+        rule_files: Sequence[Path] = (),
+    ) -> None:
+        binary = shutil.which("prometheus")
+        if binary is None:
+            raise RuntimeError("the prometheus server is not installed (make installs it)")
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        workdir.mkdir(parents=True, exist_ok=True)
+        config = workdir / "prometheus.yml"
+        jobs = {"hubble": ScrapeJob(targets), **(extra_jobs or {})}
+        document = {
+            "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
+            "rule_files": [str(path) for path in rule_files],
+            "scrape_configs": [
+                {
+                    "job_name": name,
+                    "static_configs": [{"targets": job.targets, "labels": job.labels}],
+                }
+                for name, job in jobs.items()
+            ],
+        }
+        config.write_text(yaml.safe_dump(document))
+        self.component = spawn(
+            "prometheus",
+            [
+                binary,
+                f"--config.file={config}",
+                f"--storage.tsdb.path={workdir / 'tsdb'}",
+                f"--web.listen-address=127.0.0.1:{self.port}",
+                "--log.level=warn",
+            ],
+            workdir / "prometheus.log",
+        )
+
+    def wait_ready(self, timeout: float = 30) -> None:
+        self._wait(lambda: requests.get(f"{self.url}/-/ready", timeout=1).ok, timeout, "ready")
+
+    def query(self, promql: str) -> list[dict[str, Any]]:
+        body = requests.get(f"{self.url}/api/v1/query", params={"query": promql}, timeout=5)
+        result: list[dict[str, Any]] = body.json()["data"]["result"]
+        return result
+
+    def wait_for(self, promql: str, series: int, timeout: float = 30) -> None:
+        """Until `promql` returns at least `series` series."""
+        self._wait(lambda: len(self.query(promql)) >= series, timeout, f"{series} x {promql}")
+
+    def _wait(self, check: Callable[[], bool], timeout: float, what: str) -> None:
+        def alive_and(check: Callable[[], bool]) -> bool:
+            if not self.component.alive():
+                code = self.component.process.returncode
+                raise RuntimeError(f"prometheus exited with {code}:\n{self.component.log_tail()}")
+            return check()
+
+        wait_until(lambda: alive_and(check), timeout, f"prometheus: {what}")
+
+    def stop(self) -> None:
+        self.component.stop()

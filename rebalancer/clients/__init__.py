@@ -1,0 +1,1 @@
+"""The network edge: the only modules that talk to the Kubernetes API or Prometheus."""

@@ -1,0 +1,236 @@
+"""The one eviction path: every eviction goes through the Eviction API here, so
+PodDisruptionBudgets always hold.
+
+Dry-run is not a branch in the planner: it is this module sending the same Eviction with
+`dryRun: ["All"]`, so the API server itself judges the PDB and a dry run reports exactly the
+refusals a real run would meet, and evicts nothing. Every eviction carries the planned pod's UID as
+a precondition, and every outcome is an Event on the pod.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Literal
+
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+from urllib3.exceptions import HTTPError
+
+from rebalancer.clients.events import EventRecorder
+from rebalancer.clients.hints import HintStore
+from rebalancer.config.sections import Migrate
+from rebalancer.errors import SourceUnavailableError
+from rebalancer.planning.landing import Hint, expected_landing
+from rebalancer.planning.types import Move
+
+EvictionResult = Literal["evicted", "would-evict", "refused-by-pdb", "cancelled", "failed"]
+"""`cancelled`: the cluster changed between planning and evicting, so the move was not sent."""
+_log = logging.getLogger(__name__)
+_REPLACED = "the pod was replaced by another of the same name since it was planned"
+
+
+@dataclass(frozen=True)
+class Outcome:
+    move: Move
+    result: EvictionResult
+    detail: str = ""
+    hint: Hint | None = None
+    """In migrate mode, the hint recorded for the replacement of an evicted pod."""
+
+
+def _names_the_uid_precondition(error: ApiException) -> bool:
+    """A Conflict for the UID precondition, not another one: "the UID in the precondition (...)
+    does not match the UID in record" (older servers: "Precondition failed: UID in
+    precondition")."""
+    text = str(error.body or "").lower()
+    return "uid in" in text and "precondition" in text
+
+
+def _domain(move: Move) -> str:
+    return ", ".join(f"{level}={value}" for level, value in move.destination.items())
+
+
+@dataclass(frozen=True)
+class Steering:
+    """Migrate mode: a hint is recorded before each eviction, for the webhook to apply."""
+
+    hints: HintStore
+    settings: Migrate
+    clock: Callable[[], float]
+
+    def hint_for(self, move: Move) -> Hint | None:
+        return expected_landing(
+            move,
+            required=self.settings.required,
+            weight=self.settings.weight,
+            expires=self.clock() + self.settings.hint_ttl_seconds,
+        )
+
+
+class EvictionExecutor:
+    """Sends one policy/v1 Eviction per move; in dry-run with dryRun=All; in migrate mode after
+    recording where the replacement should go."""
+
+    def __init__(
+        self,
+        api: client.ApiClient,
+        recorder: EventRecorder,
+        dry_run: bool,
+        steering: Steering | None = None,
+    ) -> None:
+        if dry_run and steering is not None:
+            raise ValueError("a dry run records no hints")
+        self.core = client.CoreV1Api(api)
+        self.recorder = recorder
+        self.dry_run = dry_run
+        self.steering = steering
+
+    def execute(
+        self, moves: tuple[Move, ...], still_allowed: Callable[[], bool] = lambda: True
+    ) -> list[Outcome]:
+        """Evict in order; stop at once when `still_allowed` turns false (leadership lost)."""
+        outcomes: list[Outcome] = []
+        for move in moves:
+            if not still_allowed():
+                _log.warning(
+                    "no longer allowed to act: %d moves not sent", len(moves) - len(outcomes)
+                )
+                break
+            outcomes.append(self._evict(move))
+        return outcomes
+
+    def _evict(self, move: Move) -> Outcome:
+        namespace, name = move.pod.split("/", 1)
+        outdated = self._outdated(move)
+        if outdated is not None:
+            self.recorder.record(
+                "Pod", namespace, name, reason="EvictionCancelled", message=f"{outdated}; not sent"
+            )
+            return Outcome(move, "cancelled", outdated)
+        body = self._eviction(namespace, name, move.uid)
+        why = f"{move.strategy}: {move.reason}; gain {move.gain:.4g}; target {_domain(move)}"
+        hint = None
+        if self.steering is not None:
+            hint = self.steering.hint_for(move)
+            if hint is None:
+                return Outcome(move, "failed", "no controller to steer the replacement")
+            try:
+                self.steering.hints.add(hint, self.steering.clock())
+            except SourceUnavailableError as error:
+                return Outcome(move, "failed", f"hint not recorded: {error}")
+        try:
+            self.core.create_namespaced_pod_eviction(name, namespace, body)
+        except ApiException as error:
+            self._withdraw(hint)
+            if error.status == 409 and _names_the_uid_precondition(error):
+                self.recorder.record(
+                    "Pod",
+                    namespace,
+                    name,
+                    reason="EvictionCancelled",
+                    message=f"{_REPLACED}: the API server refused the eviction",
+                )
+                return Outcome(move, "cancelled", f"{_REPLACED} (HTTP 409)")
+            if error.status == 429:
+                # The PDB refuses now; a later cycle may try again. Never fall back to delete.
+                self.recorder.record(
+                    "Pod",
+                    namespace,
+                    name,
+                    reason="EvictionRefused",
+                    message=f"the PodDisruptionBudget refused ({why})",
+                )
+                return Outcome(move, "refused-by-pdb", "HTTP 429")
+            detail = f"HTTP {error.status} {error.reason}"
+            self.recorder.record(
+                "Pod",
+                namespace,
+                name,
+                reason="EvictionFailed",
+                message=f"{detail} ({why})",
+                warning=True,
+            )
+            return Outcome(move, "failed", detail)
+        except (HTTPError, OSError) as error:
+            self._withdraw(hint)
+            return Outcome(move, "failed", type(error).__name__)
+        if self.dry_run:
+            self.recorder.record("Pod", namespace, name, reason="WouldEvict", message=why)
+            return Outcome(move, "would-evict")
+        self.recorder.record("Pod", namespace, name, reason="Evicted", message=why)
+        return Outcome(move, "evicted", hint=hint)
+
+    def _eviction(self, namespace: str, name: str, uid: str) -> client.V1Eviction:
+        """Every eviction this controller sends: the mode's dry-run flag, and the UID of the pod
+        it judged, so the API server refuses (409) to evict a namesake made since."""
+        return client.V1Eviction(
+            metadata=client.V1ObjectMeta(name=name, namespace=namespace),
+            delete_options=client.V1DeleteOptions(
+                dry_run=["All"] if self.dry_run else None,
+                preconditions=client.V1Preconditions(uid=uid) if uid else None,
+            ),
+        )
+
+    def release(self, pod_key: str, uid: str) -> str:
+        """Evict a replacement left Pending by a required hint past its expiry, so its
+        controller makes a new one with no hint left to bind it; what was done, for the log.
+        The API server lets a Pending pod be evicted whatever its PDB says (it serves nothing),
+        so the controller needs no right to delete pods."""
+        namespace, name = pod_key.split("/", 1)
+        try:
+            pod = self.core.read_namespaced_pod(name, namespace)
+            if pod.spec is not None and pod.spec.node_name:
+                return "bound in the meantime, left alone"
+            if uid and pod.metadata is not None and pod.metadata.uid != uid:
+                return f"{_REPLACED}, left alone"
+            self.core.create_namespaced_pod_eviction(
+                name, namespace, self._eviction(namespace, name, uid)
+            )
+        except ApiException as error:
+            return "gone" if error.status == 404 else f"not released: HTTP {error.status}"
+        except (HTTPError, OSError) as error:
+            return f"not released: {type(error).__name__}"
+        message = "Pending past its required placement hint's expiry; its controller makes another"
+        if self.dry_run:
+            self.recorder.record("Pod", namespace, name, reason="WouldRelease", message=message)
+            return "would be released (dry-run)"
+        self.recorder.record("Pod", namespace, name, reason="Released", message=message)
+        return "released"
+
+    def _outdated(self, move: Move) -> str | None:
+        """Why the move no longer holds, read again just before it is sent: the plan was made on
+        a snapshot, and nodes may have been drained, deleted or relabelled since (a long cycle,
+        a slow eviction before this one). The node the fit check found room on must still be
+        in the target, Ready and schedulable; when it is not, the next cycle plans again."""
+        namespace, name = move.pod.split("/", 1)
+        try:
+            pod = self.core.read_namespaced_pod(name, namespace)
+            node = self.core.read_node(move.node)
+        except ApiException as error:
+            if error.status == 404:
+                return "the pod or its planned node is gone"
+            return f"cannot check the plan again: HTTP {error.status}"
+        except (HTTPError, OSError) as error:
+            return f"cannot check the plan again: {type(error).__name__}"
+        if move.uid and pod.metadata is not None and pod.metadata.uid != move.uid:
+            return _REPLACED
+        if pod.metadata is not None and pod.metadata.deletion_timestamp is not None:
+            return "the pod is already terminating"
+        labels = (node.metadata.labels if node.metadata else None) or {}
+        if not move.target_labels.items() <= labels.items():
+            return f"node {move.node} is no longer in {_domain(move)}"
+        conditions = (node.status.conditions if node.status else None) or []
+        ready = any(c.type == "Ready" and c.status == "True" for c in conditions)
+        if not ready or (node.spec is not None and node.spec.unschedulable):
+            return f"node {move.node} is not Ready and schedulable any more"
+        return None
+
+    def _withdraw(self, hint: Hint | None) -> None:
+        """No eviction, no replacement: the hint must not steer some later pod instead."""
+        if hint is not None and self.steering is not None:
+            try:
+                self.steering.hints.take(hint.owner, self.steering.clock())
+            except SourceUnavailableError as error:
+                _log.warning("hint of %s not withdrawn (it expires anyway): %s", hint.owner, error)

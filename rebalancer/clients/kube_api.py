@@ -1,0 +1,117 @@
+"""The Kubernetes API edge: list what a snapshot needs, as raw JSON, page by page.
+
+Raw JSON (not the client's model objects) goes to the same parser as a `kubectl get -o json` file,
+so there is one parser to trust. Errors become SourceUnavailableError or InputError with one line.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+from kubernetes import client, config
+from kubernetes.client.exceptions import ApiException
+from kubernetes.config.config_exception import ConfigException
+from urllib3.exceptions import HTTPError
+from urllib3.util.retry import Retry
+
+from rebalancer.cluster.model import Snapshot
+from rebalancer.cluster.parse import parse_items
+from rebalancer.errors import InputError, SourceUnavailableError
+
+ApiClient = client.ApiClient
+"""The API client the clients share, named here so the layers above need not import kubernetes."""
+_PAGE_SIZE = 500
+_REQUEST_TIMEOUT_SECONDS = 60
+
+
+def api_client(kubeconfig: str | None) -> client.ApiClient:
+    """In-cluster config when no kubeconfig is given and we run in a pod, else the kubeconfig.
+
+    Reads (GET, LIST) are retried with backoff on 429, 5xx and dropped connections; writes are
+    not, because a 429 on an eviction is the PDB's answer, to be respected, not repeated.
+    """
+    configuration = client.Configuration()
+    try:
+        loaded = False
+        if kubeconfig is None:
+            try:
+                config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
+                loaded = True
+            except ConfigException:
+                pass
+        if not loaded:
+            config.load_kube_config(  # type: ignore[no-untyped-call]
+                config_file=kubeconfig, client_configuration=configuration
+            )
+    except (ConfigException, OSError, TypeError) as error:
+        where = kubeconfig or "default kubeconfig"
+        raise InputError(f"{where}: cannot load Kubernetes config ({error})") from None
+    configuration.retries = Retry(
+        total=4,
+        backoff_factor=0.5,
+        status_forcelist=(429, 500, 502, 503, 504),
+        allowed_methods=frozenset({"GET"}),
+    )
+    return client.ApiClient(configuration)
+
+
+def snapshot_listers(api: client.ApiClient) -> list[tuple[str, str, Callable[..., Any]]]:
+    """(kind, apiVersion, list function) of every kind a snapshot reads."""
+    core, apps, policy = client.CoreV1Api(api), client.AppsV1Api(api), client.PolicyV1Api(api)
+    return [
+        ("Node", "v1", core.list_node),
+        ("Pod", "v1", core.list_pod_for_all_namespaces),
+        ("PodDisruptionBudget", "policy/v1", policy.list_pod_disruption_budget_for_all_namespaces),
+        ("ReplicaSet", "apps/v1", apps.list_replica_set_for_all_namespaces),
+        ("Deployment", "apps/v1", apps.list_deployment_for_all_namespaces),
+        ("StatefulSet", "apps/v1", apps.list_stateful_set_for_all_namespaces),
+    ]
+
+
+def list_with_version(kind: str, lister: Callable[..., Any]) -> tuple[list[dict[str, Any]], str]:
+    """Every item of one kind as raw JSON, page by page, with the list's resourceVersion, from
+    which a watch can continue without missing a change."""
+    items: list[dict[str, Any]] = []
+    token = None
+    while True:
+        try:
+            response = lister(
+                limit=_PAGE_SIZE,
+                _continue=token,
+                _preload_content=False,
+                _request_timeout=_REQUEST_TIMEOUT_SECONDS,
+            )
+            page = json.loads(response.data)
+        except ApiException as error:
+            raise SourceUnavailableError(
+                f"Kubernetes API: list {kind}: HTTP {error.status} {error.reason}"
+            ) from None
+        except (HTTPError, OSError, ValueError) as error:
+            raise SourceUnavailableError(f"Kubernetes API: list {kind}: {error}") from None
+        items.extend(page.get("items") or ())
+        metadata = page.get("metadata") or {}
+        token = metadata.get("continue")
+        if not token:
+            return items, str(metadata.get("resourceVersion", ""))
+
+
+def list_raw(kind: str, lister: Callable[..., Any]) -> list[dict[str, Any]]:
+    """Every item of one kind as raw JSON, page by page, so large clusters are not one response."""
+    return list_with_version(kind, lister)[0]
+
+
+def list_cluster(api: client.ApiClient) -> dict[str, Any]:
+    """Everything a snapshot needs, as one `List` shaped like kubectl's output."""
+    items = [
+        {"apiVersion": api_version, "kind": kind, **item}
+        for kind, api_version, lister in snapshot_listers(api)
+        for item in list_raw(kind, lister)
+    ]
+    return {"apiVersion": "v1", "kind": "List", "items": items}
+
+
+def read_snapshot(api: client.ApiClient) -> Snapshot:
+    document = list_cluster(api)
+    return parse_items([(item, item["kind"]) for item in document["items"]], "Kubernetes API")

@@ -1,0 +1,33 @@
+"""Kubernetes quantities ("100m", "1.5Gi") in whole units, rounded up as the scheduler rounds.
+
+The one module below the clients that imports the kubernetes package, for its pure
+`parse_quantity`: the import contract names it as its only exception.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from decimal import Decimal, InvalidOperation
+from typing import Any
+
+from kubernetes.utils import parse_quantity
+
+REFUSED = (ValueError, TypeError, InvalidOperation)
+"""What `whole_units` raises for a value that is no quantity."""
+
+
+def whole_units(raw: str | int | float, scale: int) -> int:
+    """A quantity in whole units of 1/`scale` (millicores at 1000), rounded up, as the
+    scheduler's `MilliValue()` and `Value()` round: the API server keeps 1.5 bytes of memory as
+    "1500m", and truncated to 1 byte a pod would count as smaller than the scheduler counts it."""
+    return _scaled_text(raw, scale) if type(raw) is str else _scaled(raw, scale)
+
+
+def _scaled(raw: Any, scale: int) -> int:
+    return math.ceil(Decimal(parse_quantity(raw)) * scale)  # type: ignore[no-untyped-call]
+
+
+_scaled_text = functools.lru_cache(maxsize=4096)(_scaled)
+"""Requests and capacities repeat the same few texts ("100m", "128Mi") across a cluster; each
+is parsed once per scale. Errors are not cached."""

@@ -1,0 +1,132 @@
+"""The API objects as the parser reads them: only the fields it uses, for every kind at once.
+
+msgspec decodes JSON, or converts the API client's dicts, into these in C, skipping everything
+else (managedFields, templates, most of status), and names the path of a field of the wrong type.
+No field name means different things in two kinds, so one schema serves them all; an optional
+field may be null.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+# The objects as the parser reads them: only the fields it uses, for every kind at once (no
+# field name means different things in two kinds). msgspec decodes JSON, or converts the API
+# client's dicts, into these in C, skipping everything else (managedFields, templates, most of
+# status), and names the path of a field of the wrong type. An optional field may be null.
+
+
+class WireOwnerReference(msgspec.Struct):
+    kind: str = ""
+    name: str = ""
+    controller: bool | None = None
+
+
+class WireMetadata(msgspec.Struct):
+    name: str = ""
+    namespace: str | None = None
+    labels: dict[str, str] | None = None
+    annotations: dict[str, str] | None = None
+    ownerReferences: list[WireOwnerReference] | None = None  # noqa: N815 - the API's own names
+    creationTimestamp: str | None = None  # noqa: N815
+    uid: str | None = None
+    generation: int | None = None
+
+
+WireQuantities = dict[str, str | int | float]
+
+
+class WireRequirements(msgspec.Struct):
+    requests: WireQuantities | None = None
+
+
+class WireContainer(msgspec.Struct):
+    resources: WireRequirements | None = None
+
+
+class WireAffinityTerm(msgspec.Struct):
+    labelSelector: dict[str, Any] | None = None  # noqa: N815
+    topologyKey: str = ""  # noqa: N815
+    namespaces: list[str] | None = None
+
+
+class WirePodAffinity(msgspec.Struct):
+    requiredDuringSchedulingIgnoredDuringExecution: list[WireAffinityTerm] | None = None  # noqa: N815
+
+
+class WireNodeSelector(msgspec.Struct):
+    nodeSelectorTerms: list[dict[str, Any]] | None = None  # noqa: N815
+
+
+class WireNodeAffinity(msgspec.Struct):
+    requiredDuringSchedulingIgnoredDuringExecution: WireNodeSelector | None = None  # noqa: N815
+
+
+class WireAffinity(msgspec.Struct):
+    nodeAffinity: WireNodeAffinity | None = None  # noqa: N815
+    podAffinity: WirePodAffinity | None = None  # noqa: N815
+    podAntiAffinity: WirePodAffinity | None = None  # noqa: N815
+
+
+class WireSpreadConstraint(msgspec.Struct):
+    maxSkew: int = 1  # noqa: N815
+    topologyKey: str = ""  # noqa: N815
+    whenUnsatisfiable: str = "DoNotSchedule"  # noqa: N815
+    labelSelector: dict[str, Any] | None = None  # noqa: N815
+
+
+class WireTaint(msgspec.Struct):
+    key: str = ""
+    value: str = ""
+    effect: str = ""
+
+
+class WireSpec(msgspec.Struct):
+    # Pod
+    nodeName: str | None = None  # noqa: N815
+    containers: list[WireContainer] | None = None
+    initContainers: list[WireContainer] | None = None  # noqa: N815
+    affinity: WireAffinity | None = None
+    volumes: list[dict[str, Any]] | None = None
+    nodeSelector: dict[str, str] | None = None  # noqa: N815
+    tolerations: list[dict[str, Any]] | None = None
+    topologySpreadConstraints: list[WireSpreadConstraint] | None = None  # noqa: N815
+    priority: int | None = None
+    priorityClassName: str | None = None  # noqa: N815
+    # Node
+    taints: list[WireTaint] | None = None
+    unschedulable: bool | None = None
+    # PodDisruptionBudget, and the workloads
+    selector: dict[str, Any] | None = None
+    replicas: int | None = None
+
+
+class WireCondition(msgspec.Struct):
+    type: str = ""
+    status: str = ""
+
+
+class WireStatus(msgspec.Struct):
+    phase: str | None = None
+    conditions: list[WireCondition] | None = None
+    allocatable: WireQuantities | None = None
+    disruptionsAllowed: int | None = None  # noqa: N815
+    observedGeneration: int | None = None  # noqa: N815
+
+
+class WireObject(msgspec.Struct):
+    kind: str | None = None
+    metadata: WireMetadata | None = None
+    spec: WireSpec | None = None
+    status: WireStatus | None = None
+
+
+class WireList(msgspec.Struct):
+    items: list[WireObject]
+    kind: str | None = None
+
+
+NO_METADATA, NO_SPEC, NO_STATUS = WireMetadata(), WireSpec(), WireStatus()
+LIST_DECODER = msgspec.json.Decoder(WireList)

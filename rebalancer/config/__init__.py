@@ -1,0 +1,1 @@
+"""The policy: typed settings, validated once, and their generated reference."""

@@ -1,0 +1,95 @@
+"""The policy: everything a platform team can tune, as one validated, typed document.
+
+The same model is read from a file (`--policy`) and from the controller's ConfigMap, so a policy
+that loads here loads there. Every default is the safe one: dry-run, small budgets, HA and fragile
+pods protected. Unknown keys are refused rather than ignored.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Literal
+
+from pydantic import (
+    Field,
+    model_validator,
+)
+
+from rebalancer.config.sections import (
+    Cooldown,
+    CrossZonePrice,
+    Limits,
+    Migrate,
+    Persistence,
+    Protections,
+    Scope,
+    StrategyConfig,
+    Thresholds,
+    TopologyPolicy,
+)
+from rebalancer.files import parse_yaml_model, read_text
+from rebalancer.strict import Strict
+from rebalancer.traffic.settings import HubbleSource, TrafficSource
+
+Mode = Literal["dry-run", "evict", "migrate"]
+
+
+def _default_strategies() -> tuple[StrategyConfig, ...]:
+    return (StrategyConfig.model_validate({"name": "split-peers", "args": {"level": "zone"}}),)
+
+
+class Policy(Strict):
+    mode: Mode = "dry-run"
+    """`dry-run` plans and evicts nothing; `evict` evicts through the Eviction API; `migrate`
+    also steers each replacement to the planned domain (needs the webhook)."""
+    interval_seconds: Annotated[float, Field(gt=0)] = 300
+    """Time between cycles; a new value takes effect after the next cycle."""
+    topology: TopologyPolicy = TopologyPolicy()
+    """The network levels, from node labels."""
+    traffic: TrafficSource = HubbleSource(source="hubble")
+    """Where pod-to-pod traffic is read: `hubble`, `istio` or `custom` PromQL."""
+    strategies: tuple[StrategyConfig, ...] = Field(default_factory=_default_strategies)
+    """The strategies that propose moves, each at most once."""
+    thresholds: Thresholds = Thresholds()
+    """How much traffic and gain is worth acting on."""
+    scope: Scope = Scope()
+    """Which pods may be moved."""
+    protections: Protections = Protections()
+    """Pods never moved unless allowed here."""
+    limits: Limits = Limits()
+    """Eviction budgets, on top of PDBs."""
+    cooldown: Cooldown = Cooldown()
+    """How long a move may not be undone (loop protection)."""
+    persistence: Persistence = Persistence()
+    """How long a move must keep being proposed before it is made."""
+    migrate: Migrate = Migrate()
+    """How migrate mode steers replacements."""
+    price: CrossZonePrice = CrossZonePrice()
+    """The price of cross-zone traffic, for the cost figures."""
+
+    @model_validator(mode="after")
+    def _levels_named_exist(self) -> Policy:
+        names = [level.name for level in self.topology.resolved_levels]
+        floor = self.protections.min_spread.level
+        if floor not in names:
+            known = ", ".join(names)
+            raise ValueError(
+                f"protections.min_spread.level: unknown level {floor!r} (levels: {known})"
+            )
+        for index, config in enumerate(self.strategies):
+            problems = config.args.level_problems(names)
+            if problems:
+                raise ValueError(f"strategies.{index}.args.{problems[0]}")
+        seen = [config.name for config in self.strategies]
+        if len(set(seen)) != len(seen):
+            raise ValueError(f"strategies: each strategy may appear once, got {seen}")
+        return self
+
+
+def parse_policy(text: str, origin: str) -> Policy:
+    """Parse YAML text into a Policy, or raise InputError naming `origin` and the field."""
+    return parse_yaml_model(Policy, text, origin, "policy")
+
+
+def load_policy(path: Path) -> Policy:
+    return parse_policy(read_text(path, "policy"), str(path))

@@ -1,0 +1,246 @@
+"""The policy's sections, one typed model per concern, each field with its unit and reason."""
+
+from __future__ import annotations
+
+from itertools import pairwise
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    Field,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
+
+from rebalancer.cluster.topology import TopologyLevel
+from rebalancer.strategies.registry import STRATEGIES, StrategyArgs
+from rebalancer.strict import Strict
+
+TopologyPreset = Literal["kubernetes", "aws", "gke"]
+
+PRESET_LEVELS: dict[str, tuple[TopologyLevel, ...]] = {
+    "kubernetes": (
+        TopologyLevel(name="region", label="topology.kubernetes.io/region", weight=100),
+        TopologyLevel(name="zone", label="topology.kubernetes.io/zone", weight=10),
+        TopologyLevel(name="host", label="kubernetes.io/hostname", weight=1),
+    ),
+    "aws": (
+        TopologyLevel(name="zone", label="topology.kubernetes.io/zone", weight=10),
+        TopologyLevel(name="layer-1", label="topology.k8s.aws/network-node-layer-1", weight=4),
+        TopologyLevel(name="layer-2", label="topology.k8s.aws/network-node-layer-2", weight=2),
+        TopologyLevel(name="layer-3", label="topology.k8s.aws/network-node-layer-3", weight=1),
+    ),
+    "gke": (
+        TopologyLevel(name="zone", label="topology.kubernetes.io/zone", weight=10),
+        TopologyLevel(name="block", label="cloud.google.com/gce-topology-block", weight=4),
+        TopologyLevel(name="subblock", label="cloud.google.com/gce-topology-subblock", weight=2),
+        TopologyLevel(name="host", label="cloud.google.com/gce-topology-host", weight=1),
+    ),
+}
+
+
+class TopologyPolicy(Strict):
+    """Either a preset or explicit levels, widest first (for example zone, rack, host)."""
+
+    preset: TopologyPreset | None = None
+    """Named label sets: `kubernetes` (region, zone, host), `aws` (zone and the three
+    network-node layers), `gke` (zone, block, subblock, host). Without preset or levels,
+    `kubernetes`."""
+    levels: tuple[TopologyLevel, ...] = ()
+    """Explicit levels, widest first, each a node label with a cost weight; instead of a preset."""
+    zone_level: str = "zone"
+    """The level whose crossings are billed and whose spread limits and HA rules refer to."""
+
+    @model_validator(mode="after")
+    def _one_source_of_levels(self) -> TopologyPolicy:
+        if self.preset is not None and self.levels:
+            raise ValueError("give either 'preset' or 'levels', not both")
+        return self
+
+    @property
+    def resolved_levels(self) -> tuple[TopologyLevel, ...]:
+        if self.levels:
+            return self.levels
+        return PRESET_LEVELS[self.preset or "kubernetes"]
+
+    @model_validator(mode="after")
+    def _levels_are_consistent(self) -> TopologyPolicy:
+        levels = self.resolved_levels
+        names = [level.name for level in levels]
+        if len(set(names)) != len(names):
+            raise ValueError(f"level names must be unique, got {names}")
+        labels = [level.label for level in levels]
+        if len(set(labels)) != len(labels):
+            raise ValueError(f"level labels must be unique, got {labels}")
+        weights = [level.weight for level in levels]
+        if any(wide < narrow for wide, narrow in pairwise(weights)):
+            raise ValueError(f"level weights must not grow from wide to narrow, got {weights}")
+        if self.zone_level not in names:
+            raise ValueError(f"zone_level {self.zone_level!r} is not a level (levels: {names})")
+        return self
+
+
+class StrategyConfig(Strict):
+    """One strategy by its registered name; its args are validated by the strategy's own model."""
+
+    name: str
+    """A registered strategy: `split-peers` or `gang-consolidation`."""
+    enabled: bool = True
+    """A disabled strategy is kept in the policy but proposes nothing."""
+    args: StrategyArgs
+    """The strategy's own arguments (below); omitted ones take their defaults."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _args_default_to_the_strategy_defaults(cls, data: Any) -> Any:
+        if isinstance(data, dict) and data.get("args") is None:
+            return {**data, "args": {}}
+        return data
+
+    @field_validator("name")
+    @classmethod
+    def _registered(cls, name: str) -> str:
+        if name not in STRATEGIES:
+            raise ValueError(f"unknown strategy {name!r} (known: {', '.join(sorted(STRATEGIES))})")
+        return name
+
+    @field_validator("args", mode="before")
+    @classmethod
+    def _typed_args(cls, args: Any, info: ValidationInfo) -> Any:
+        """Validate args with the named strategy's own model, so errors point into args."""
+        name = info.data.get("name")
+        if name is None:
+            return StrategyArgs.model_construct()  # the name was refused; that error says why
+        if isinstance(args, dict):
+            return STRATEGIES[name].args_type.model_validate(args)
+        return args
+
+
+class Thresholds(Strict):
+    """What is too little to act on: low-traffic workloads are left alone by these."""
+
+    min_pair_rate: Annotated[float, Field(ge=0)] = 0.1
+    """Pairs below this rate (in the source's unit) are dropped from the graph."""
+    min_gain: Annotated[float, Field(ge=0)] = 1.0
+    """A move must save at least this much weighted traffic (rate x level weight)."""
+    min_gain_ratio: Annotated[float, Field(ge=0, le=1)] = 0.01
+    """...and at least this share of the moving pod's own current weighted cost (its traffic x
+    the weight of each level it crosses), so tiny improvements to a pod are left alone."""
+
+
+class LabelSelectorRequirement(Strict):
+    key: str
+    """The pod label."""
+    operator: Literal["In", "NotIn", "Exists", "DoesNotExist"]
+    """How the label's value is matched against `values`."""
+    values: tuple[str, ...] = ()
+    """For In and NotIn; empty for Exists and DoesNotExist."""
+
+
+class LabelSelector(Strict):
+    """A Kubernetes label selector, in the API's own camelCase."""
+
+    matchLabels: dict[str, str] = Field(default_factory=dict)  # noqa: N815 - Kubernetes spelling
+    """Labels a pod must carry, each with this value."""
+    matchExpressions: tuple[LabelSelectorRequirement, ...] = ()  # noqa: N815
+    """Further requirements, all of which must hold."""
+
+
+class NamespaceScope(Strict):
+    include: tuple[str, ...] = ()
+    """Empty means every namespace not excluded."""
+    exclude: tuple[str, ...] = ("kube-system",)
+    """Never touched, even when included."""
+
+
+class Scope(Strict):
+    namespaces: NamespaceScope = NamespaceScope()
+    """Which namespaces the rebalancer may move pods in."""
+    pod_selector: LabelSelector | None = None
+    """When set, only pods matching it may be moved; traffic to other pods still counts."""
+    opt_out_annotation: str = "topology-rebalancer.io/exclude"
+    """Set to "true" on a pod or its workload to keep the rebalancer away from it."""
+
+
+class SpreadFloor(Strict):
+    """A workload keeps at least `domains` domains at `level` (or all it has, if fewer)."""
+
+    level: str = "zone"
+    """The level, by name."""
+    domains: Annotated[int, Field(ge=1)] = 1
+    """Least number of domains a workload keeps at `level`."""
+
+
+class Protections(Strict):
+    """Pods that are never moved unless the policy says so; HA beats locality."""
+
+    priority_threshold: int | None = None
+    """Pods with this priority or higher are protected."""
+    evict_system_critical: bool = False
+    """Move pods of priority class system-cluster-critical or system-node-critical."""
+    evict_bare_pods: bool = False
+    """Move pods with no controller, which would not come back."""
+    evict_local_storage: bool = False
+    """Move pods with emptyDir or hostPath volumes, whose data is lost on eviction."""
+    evict_pvc: bool = False
+    """Move pods with PersistentVolumeClaims, whose volumes may be bound to a zone."""
+    evict_single_replica: bool = False
+    """Move workloads of one replica, which are down while the replacement starts."""
+    honor_soft_spread: bool = True
+    """Treat ScheduleAnyway topology spread constraints as hard when judging a move."""
+    min_spread: SpreadFloor = SpreadFloor()
+    """No move may leave a workload in fewer domains than this."""
+
+
+NonNegativeLimit = Annotated[int | None, Field(ge=0)]
+
+
+class Limits(Strict):
+    """Eviction budgets on top of PDBs; None means no limit at that scope."""
+
+    per_cycle: NonNegativeLimit = 10
+    """Evictions per cycle."""
+    per_node: NonNegativeLimit = 2
+    """Evictions per cycle from one node."""
+    per_namespace: NonNegativeLimit = 5
+    """Evictions per cycle in one namespace."""
+    per_workload: NonNegativeLimit = 1
+    """Evictions per cycle of one workload."""
+    per_zone: NonNegativeLimit = 3
+    """Evictions per cycle from one zone."""
+
+
+class Cooldown(Strict):
+    """Loop protection: a move is not undone while it is fresh.
+
+    Pacing is the job of persistence and the limits; the cooldown only stops bounces, so a
+    workload that needs several moves the same way (a gang packed into one rack) is not slowed.
+    """
+
+    per_workload_seconds: Annotated[float, Field(ge=0)] = 900
+    """For this long after a workload was moved, none of its pods may leave the domain it was
+    moved into, nor enter the one it was moved out of. After replacements miss their target it
+    also waits this long since its last move, doubling with each miss in a row."""
+
+
+class Persistence(Strict):
+    cycles: Annotated[int, Field(ge=1)] = 3
+    """A move must have been proposed this many consecutive cycles before it is made."""
+
+
+class Migrate(Strict):
+    """How migrate mode steers replacements (through placement hints and the webhook)."""
+
+    hint_ttl_seconds: Annotated[float, Field(gt=0)] = 300
+    """A hint not used by then is dropped, so it never steers an unrelated later pod."""
+    required: bool = False
+    """Required node affinity lands surely but can leave a pod Pending if the room is taken."""
+    weight: Annotated[int, Field(ge=1, le=100)] = 100
+    """Weight of the preferred node affinity term."""
+
+
+class CrossZonePrice(Strict):
+    per_gb_cross_zone: Annotated[float, Field(ge=0)] = 0.02
+    """Billed per GB that crosses a zone, both sides counted (AWS: $0.01 each way)."""
+    currency: str = "USD"
+    """Label of the cost metrics; the price above is in it."""

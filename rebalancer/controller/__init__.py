@@ -1,0 +1,1 @@
+"""`rebalancer run`: the cycle every interval, acting as the policy's mode says."""

@@ -1,0 +1,248 @@
+"""`rebalancer run`: the engine every interval, acting as the policy's mode says, never harming.
+
+One cycle reads the policy, the cluster and the traffic, plans, and hands the moves to the
+executor. Anything in doubt (a source down, stale data, unreadable state, an unknown mode) ends the
+cycle without a single eviction, with the reason in the log, the metrics and the cycle result.
+APScheduler runs the cycles: never two at once, and an overrun is counted, not queued.
+"""
+
+from __future__ import annotations
+
+import datetime
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Protocol, get_args
+
+from apscheduler.events import EVENT_JOB_ERROR, EVENT_JOB_MAX_INSTANCES, JobExecutionEvent
+from apscheduler.schedulers.background import BackgroundScheduler
+from apscheduler.triggers.interval import IntervalTrigger
+
+from rebalancer.clients.events import EventRecorder
+from rebalancer.clients.eviction import EvictionExecutor, Outcome, Steering
+from rebalancer.clients.hints import HintStore
+from rebalancer.clients.inputs import TrafficInput
+from rebalancer.clients.kube_api import ApiClient
+from rebalancer.clients.prometheus import PrometheusReader
+from rebalancer.clients.stores import ReloadResult
+from rebalancer.cluster.model import Snapshot
+from rebalancer.config.policy import Mode, Policy
+from rebalancer.controller.metrics import ControllerMetrics
+from rebalancer.errors import InputError, SourceUnavailableError
+from rebalancer.planning.cycle import (
+    Acted,
+    CycleResult,
+    collector_paused,
+    judge_landings,
+    plan_cycle,
+    remember,
+)
+from rebalancer.planning.state import PlannerState
+
+_log = logging.getLogger(__name__)
+
+
+class PolicySource(Protocol):
+    generation: int
+    """How many policies have been accepted since start."""
+
+    def current(self) -> tuple[Policy, ReloadResult]: ...
+
+
+class StateStore(Protocol):
+    def load(self) -> PlannerState: ...
+
+    def save(self, state: PlannerState) -> None: ...
+
+
+@dataclass(frozen=True)
+class CycleReport:
+    result: CycleResult
+    detail: str = ""
+    outcomes: tuple[Outcome, ...] = ()
+
+
+@dataclass
+class Controller:
+    api: ApiClient
+    snapshots: Callable[[], Snapshot]
+    """Where each cycle's picture of the cluster comes from: a watch cache, or a fresh LIST."""
+    prometheus_url: str
+    policies: PolicySource
+    state: StateStore
+    metrics: ControllerMetrics
+    recorder: EventRecorder
+    hints: HintStore | None = None
+    """Where migrate mode records placement hints for the webhook; None: migrate cannot run."""
+    clock: Callable[[], float] = time.time
+    last_report: CycleReport | None = field(default=None, init=False)
+    scheduled: bool = field(default=False, init=False)
+    leading: threading.Event = field(default_factory=threading.Event, init=False)
+    """Set while this replica may act; cleared the moment it must stop, even mid-cycle."""
+    interval_seconds: float = field(default=Policy().interval_seconds, init=False)
+    """The interval of the policy the last cycle read, for the scheduler to follow."""
+
+    def run_cycle(self) -> CycleReport:
+        started = time.monotonic()
+        try:
+            report = self._cycle()
+        except (SourceUnavailableError, InputError) as error:
+            report = CycleReport("error", str(error))
+        self.metrics.cycle_duration.observe(time.monotonic() - started)
+        self.metrics.cycles.labels(report.result).inc()
+        if report.result == "ok":
+            self.metrics.last_success.set(self.clock())
+            _log.info("cycle ok: %d moves acted on", len(report.outcomes))
+        else:
+            _log.warning("cycle %s: no evictions: %s", report.result, report.detail)
+        self.last_report = report
+        return report
+
+    def _may_act(self) -> bool:
+        """A bare run_cycle (rebalancer run --once) acts; under the scheduler only a leader does."""
+        return self.leading.is_set() or not self.scheduled
+
+    def _cycle(self) -> CycleReport:
+        policy, reload = self.policies.current()
+        if reload != "unchanged":
+            self.metrics.policy_reloads.labels(reload).inc()
+        self.metrics.policy_generation.set(self.policies.generation)
+        self.interval_seconds = policy.interval_seconds
+        self.metrics.interval.set(policy.interval_seconds)
+        for mode in get_args(Mode):
+            self.metrics.mode.labels(mode).set(1 if mode == policy.mode else 0)
+        if policy.mode == "migrate" and self.hints is None:
+            return CycleReport("error", "migrate mode needs the webhook (--webhook-port)")
+        with collector_paused():  # reading and planning; evicting allocates little
+            snapshot = self.snapshots()
+            reader = PrometheusReader(self.prometheus_url, policy.traffic.timeout_seconds)
+            traffic = TrafficInput(policy.traffic, reader).read(snapshot)
+            now = self.clock()
+            state = self._judge_landings(self.state.load(), snapshot, now, policy)
+            outcome = plan_cycle(policy, snapshot, traffic, state, now=now)
+        if outcome.failure is not None:
+            self.metrics.traffic_failures.labels(outcome.failure.reason).inc()
+            self.state.save(outcome.state)
+            result: CycleResult = (
+                "skipped-stale" if outcome.failure.reason == "stale" else "skipped-no-data"
+            )
+            if outcome.failure.reason == "bad-query":
+                result = "error"
+            return CycleReport(result, f"{outcome.failure.reason}: {outcome.failure.detail}")
+        assert outcome.plan is not None
+        self.metrics.observe_plan(outcome.plan, policy.price.currency)
+        steering = None
+        if policy.mode == "migrate" and self.hints is not None:
+            steering = Steering(self.hints, policy.migrate, self.clock)
+            self._withdraw_orphaned_hints(self.hints, state, now)
+        dry_run = policy.mode == "dry-run"
+        if not dry_run and outcome.plan.moves:
+            # Cooldowns first: if the process dies mid-cycle, a restart must still see every
+            # workload it may have moved as recently moved. A cooldown too many is harmless.
+            self.state.save(
+                outcome.state.record_moves(
+                    outcome.plan.moves, now, policy.cooldown.per_workload_seconds
+                )
+            )
+        executor = EvictionExecutor(self.api, self.recorder, dry_run=dry_run, steering=steering)
+        outcomes = executor.execute(outcome.plan.moves, still_allowed=self._may_act)
+        for done in outcomes:
+            self.metrics.evictions.labels(done.result, done.move.strategy).inc()
+            _log.info(
+                "%s %s -> %s (%s)",
+                done.result,
+                done.move.pod,
+                done.move.destination,
+                done.detail or done.move.reason,
+            )
+        acted = [Acted(done.move, done.hint) for done in outcomes if done.result == "evicted"]
+        self.state.save(remember(outcome.state, acted, policy, now))
+        return CycleReport("ok", outcomes=tuple(outcomes))
+
+    def _judge_landings(
+        self, state: PlannerState, snapshot: Snapshot, now: float, policy: Policy
+    ) -> PlannerState:
+        state, judged = judge_landings(state, snapshot, now)
+        for item in judged:
+            self.metrics.landings.labels(item.result).inc()
+            _log.info(
+                "%s: replacement %s of %s (target %s)",
+                item.result,
+                item.pod or "-",
+                item.landing.evicted_pod,
+                item.landing.hint.domain,
+            )
+            if item.result == "not-scheduled" and item.landing.hint.required and item.pod:
+                pending = snapshot.pods.get(item.pod)
+                executor = EvictionExecutor(self.api, self.recorder, policy.mode == "dry-run")
+                released = executor.release(item.pod, pending.uid if pending else "")
+                _log.warning("%s, Pending past its required hint's expiry: %s", item.pod, released)
+        return state
+
+    @staticmethod
+    def _withdraw_orphaned_hints(hints: HintStore, state: PlannerState, now: float) -> None:
+        """A hint is recorded before its eviction and its landing after it, so a controller
+        killed in between leaves a hint that no eviction made a replacement for. Left alone it
+        would steer whichever pod that controller creates next (a scale-up, say), so the first
+        migrate cycle after takes it back."""
+        awaited = [landing.hint for landing in state.landings]
+        withdrawn = hints.withdraw_unless(lambda hint: hint in awaited, now)
+        for hint in withdrawn:
+            _log.warning(
+                "withdrew a hint for %s/%s %s: its eviction was never recorded",
+                hint.namespace,
+                hint.owner_kind,
+                hint.owner_name,
+            )
+
+    def ready(self) -> bool:
+        """A standby replica is ready; a leader once a cycle has ended without error."""
+        if not self.leading.is_set():
+            return True
+        return self.last_report is not None and self.last_report.result != "error"
+
+    def run_until(self, stop: threading.Event) -> None:
+        """Cycle every policy interval until `stop` is set; the running cycle may finish."""
+        scheduler = BackgroundScheduler()
+        self.scheduled = True
+
+        def cycle() -> None:
+            self.run_cycle()
+            if self.interval_seconds != job.trigger.interval.total_seconds():
+                job.reschedule(IntervalTrigger(seconds=self.interval_seconds))
+                _log.info("interval changed to %gs", self.interval_seconds)
+
+        try:
+            self.interval_seconds = self.policies.current()[0].interval_seconds
+        except SourceUnavailableError as error:
+            _log.warning("policy not readable yet (%s): first interval is the default", error)
+        job = scheduler.add_job(
+            cycle,
+            IntervalTrigger(seconds=self.interval_seconds),
+            max_instances=1,
+            coalesce=True,
+            misfire_grace_time=None,
+            next_run_time=datetime.datetime.now(datetime.UTC),
+        )
+
+        def overran(event: JobExecutionEvent) -> None:
+            self.metrics.overruns.inc()
+            _log.warning("cycle overran its interval; the next start is skipped")
+
+        def crashed(event: JobExecutionEvent) -> None:
+            _log.error("cycle crashed: %r", event.exception)
+
+        scheduler.add_listener(overran, EVENT_JOB_MAX_INSTANCES)
+        scheduler.add_listener(crashed, EVENT_JOB_ERROR)
+        self.leading.set()
+        self.metrics.leader.set(1)
+        scheduler.start()
+        try:
+            stop.wait()
+        finally:
+            self.leading.clear()  # evictions still queued in this cycle are not sent
+            self.metrics.leader.set(0)
+            scheduler.shutdown(wait=True)
+            _log.info("stopped acting")

@@ -1,0 +1,148 @@
+"""The controller's metrics, on an injected registry, and the HTTP endpoint that serves them.
+
+Label values come from small fixed sets (results, strategies, skip categories, levels): per-pod
+detail goes to Events, so the series count stays bounded however large the cluster.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterable
+from socketserver import ThreadingMixIn
+from typing import Any, get_args
+from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, make_wsgi_app
+
+from rebalancer.clients.eviction import EvictionResult
+from rebalancer.clients.stores import ReloadResult
+from rebalancer.cost.figures import Figures
+from rebalancer.planning.cycle import CycleResult
+from rebalancer.planning.landing import LandingResult
+from rebalancer.planning.types import Plan, SkipCategory
+from rebalancer.strategies.registry import STRATEGIES
+from rebalancer.traffic.model import FailureReason
+
+PREFIX = "topology_rebalancer"
+
+
+class ControllerMetrics:
+    def __init__(self, registry: CollectorRegistry) -> None:
+        def counter(name: str, doc: str, labels: Iterable[str] = ()) -> Counter:
+            return Counter(f"{PREFIX}_{name}", doc, list(labels), registry=registry)
+
+        def gauge(name: str, doc: str, labels: Iterable[str] = ()) -> Gauge:
+            return Gauge(f"{PREFIX}_{name}", doc, list(labels), registry=registry)
+
+        self.cycle_duration = Histogram(
+            f"{PREFIX}_cycle_duration_seconds",
+            "Time one cycle took, from reading the cluster to the last eviction.",
+            buckets=(0.1, 0.5, 1, 2, 5, 10, 30, 60, 120, 300),
+            registry=registry,
+        )
+        self.cycles = counter("cycles", "Cycles by result.", ["result"])
+        self.overruns = counter("cycle_overruns", "Cycles skipped because the last one overran.")
+        self.crossing = gauge(
+            "traffic_crossing",
+            "Traffic crossing each level, in the source's unit.",
+            ["level", "when"],
+        )
+        self.weighted_cost = gauge("weighted_cost", "Traffic x level weight.", ["when"])
+        self.monthly_cost = gauge(
+            "cross_zone_cost_per_month", "Estimated cross-zone transfer bill.", ["currency", "when"]
+        )
+        self.total_traffic = gauge("traffic_total", "All pod-to-pod traffic seen.")
+        self.candidates = gauge("candidates", "Moves the strategies proposed last cycle.")
+        self.moves_planned = gauge("moves_planned", "Moves the planner chose last cycle.")
+        self.evictions = counter(
+            "evictions", "Evictions by result and strategy.", ["result", "strategy"]
+        )
+        self.landings = counter(
+            "landings", "Migrate-mode replacements by where they landed.", ["result"]
+        )
+        self.skips = counter("skipped_candidates", "Candidates skipped, by category.", ["category"])
+        self.policy_reloads = counter(
+            "policy_reloads", "Policy reads that changed something.", ["result"]
+        )
+        self.policy_generation = gauge("policy_generation", "Policies accepted since start.")
+        self.mode = gauge(
+            "mode", "1 for the mode of the policy in force, 0 for the others.", ["mode"]
+        )
+        self.interval = gauge(
+            "interval_seconds", "The policy's cycle interval, for alerts counted in cycles."
+        )
+        self.traffic_failures = counter(
+            "traffic_failures",
+            "Cycles that moved nothing because the traffic data could not be trusted, by reason.",
+            ["reason"],
+        )
+        self.leader = gauge("leader", "1 while this replica holds the lease and acts.")
+        self.last_success = gauge(
+            "last_success_timestamp_seconds", "When the last cycle that could act ended."
+        )
+
+        self._start_at_zero()
+
+    def _start_at_zero(self) -> None:
+        """Create every series of the bounded label sets now, at 0, so rate() and increase()
+        see the first event and a dashboard panel shows 0 instead of "no data"."""
+        for cycle_result in get_args(CycleResult):
+            self.cycles.labels(cycle_result)
+        for eviction_result in get_args(EvictionResult):
+            for strategy in STRATEGIES:
+                self.evictions.labels(eviction_result, strategy)
+        for landing_result in get_args(LandingResult):
+            self.landings.labels(landing_result)
+        for category in get_args(SkipCategory):
+            self.skips.labels(category)
+        for reload_result in get_args(ReloadResult):
+            self.policy_reloads.labels(reload_result)
+        for reason in get_args(FailureReason):
+            self.traffic_failures.labels(reason)
+
+    def observe_plan(self, plan: Plan, currency: str) -> None:
+        self._observe_figures(plan.before, "current", currency)
+        self._observe_figures(plan.after, "predicted", currency)
+        self.total_traffic.set(plan.before.total)
+        self.candidates.set(plan.candidates)
+        self.moves_planned.set(len(plan.moves))
+        for skip in plan.skipped:
+            self.skips.labels(skip.category).inc()
+
+    def _observe_figures(self, figures: Figures, when: str, currency: str) -> None:
+        for level, rate in figures.crossing.items():
+            self.crossing.labels(level, when).set(rate)
+        self.weighted_cost.labels(when).set(figures.weighted_cost)
+        if figures.monthly_cross_zone_cost is not None:
+            self.monthly_cost.labels(currency, when).set(figures.monthly_cross_zone_cost)
+
+
+class _QuietHandler(WSGIRequestHandler):
+    def log_message(self, format: str, *args: Any) -> None:
+        """Scrapes every few seconds would drown the JSON log."""
+
+
+class _ThreadingServer(ThreadingMixIn, WSGIServer):
+    daemon_threads = True
+
+
+def serve(
+    registry: CollectorRegistry, port: int, ready: Callable[[], bool], address: str = "0.0.0.0"
+) -> WSGIServer:
+    """/metrics, /healthz (the process answers) and /readyz (a cycle could act), in a thread."""
+    metrics_app = make_wsgi_app(registry)
+
+    def app(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
+        path = environ.get("PATH_INFO", "")
+        if path == "/metrics":
+            return metrics_app(environ, start_response)  # type: ignore[no-any-return]
+        if path == "/healthz" or (path == "/readyz" and ready()):
+            start_response("200 OK", [("Content-Type", "text/plain")])
+            return [b"ok"]
+        status = "503 Service Unavailable" if path == "/readyz" else "404 Not Found"
+        start_response(status, [("Content-Type", "text/plain")])
+        return [status.encode()]
+
+    server = make_server(address, port, app, _ThreadingServer, handler_class=_QuietHandler)
+    threading.Thread(target=server.serve_forever, name="metrics", daemon=True).start()
+    return server

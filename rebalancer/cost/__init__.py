@@ -1,0 +1,1 @@
+"""The cost model: what a placement's traffic costs, per level crossed, and what a move saves."""

@@ -1,0 +1,1 @@
+"""The planning stage: from candidates to a safe plan, and the state that outlives a cycle."""

@@ -1,0 +1,159 @@
+"""One cycle, from a snapshot and a traffic answer to a plan and the state after it, with no I/O
+of its own.
+
+The CLI, the controller and the simulator all call `plan_cycle`, so the moves a user previews with
+`rebalancer plan` are the moves the controller would make on the same data. The controller and the
+simulator also share the bookkeeping around it: `judge_landings` before planning, `remember` after
+acting, so a simulated run backs off and cools down exactly as the controller would.
+"""
+
+from __future__ import annotations
+
+import gc
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Literal
+
+from rebalancer.cluster.fit import Occupancy
+from rebalancer.cluster.model import Snapshot
+from rebalancer.cluster.topology import Topology
+from rebalancer.config.policy import Policy
+from rebalancer.config.resolved import PlanningRules
+from rebalancer.cost.edge_arrays import EdgeArrays
+from rebalancer.cost.model import CostModel
+from rebalancer.cost.pod_pairs import PodCostModel
+from rebalancer.cost.workload_pairs import WorkloadCostModel
+from rebalancer.planning.landing import Hint, Judged, Landing, expected_landing, judge
+from rebalancer.planning.planner import plan
+from rebalancer.planning.state import PlannerState
+from rebalancer.planning.types import Move, Plan
+from rebalancer.strategies.framework import Candidate, ClusterView
+from rebalancer.strategies.registry import STRATEGIES
+from rebalancer.traffic.model import Traffic, TrafficFailure, WorkloadTraffic
+
+CycleResult = Literal["ok", "skipped-no-data", "skipped-stale", "error"]
+"""How a controller cycle ended: only `ok` may act; the others moved nothing, and say why."""
+
+
+@dataclass(frozen=True)
+class CycleOutcome:
+    topology: Topology
+    state: PlannerState
+    """The state to carry into the next cycle (streaks advanced; the moves made are added by
+    `remember` once acted on)."""
+    plan: Plan | None = None
+    failure: TrafficFailure | None = None
+    traffic: Traffic | None = None
+
+
+@contextmanager
+def collector_paused() -> Iterator[None]:
+    """Run a cycle without Python's cyclic garbage collector. A cycle builds millions of small
+    dicts and tuples, none in reference cycles, so reference counting frees them all; the
+    collector, started by allocation counts, would walk every live object again and again while
+    they are built, which more than doubled the time to decode a large answer. Nesting keeps
+    the outer setting."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
+def topology_of(policy: Policy, snapshot: Snapshot) -> Topology:
+    return Topology.from_node_labels(
+        policy.topology.resolved_levels,
+        {name: node.labels for name, node in snapshot.nodes.items()},
+    )
+
+
+def build_view(policy: Policy, snapshot: Snapshot, traffic: Traffic) -> ClusterView:
+    topology = topology_of(policy, snapshot)
+    node_locations = topology.node_locations
+    locations = {
+        key: node_locations[pod.node_name]
+        for key, pod in snapshot.pods.items()
+        if pod.node_name in node_locations
+    }
+    min_pair_rate = policy.thresholds.min_pair_rate
+    cost: CostModel
+    if isinstance(traffic, WorkloadTraffic):
+        cost = WorkloadCostModel.of(traffic, topology, locations, min_pair_rate)
+    else:
+        arrays = EdgeArrays.of(traffic, locations, min_pair_rate)
+        cost = PodCostModel(arrays, topology, {pod: locations[pod] for pod in arrays.pods})
+    return ClusterView(snapshot, topology, cost, Occupancy.from_snapshot(snapshot))
+
+
+def propose(policy: Policy, view: ClusterView) -> list[Candidate]:
+    candidates: list[Candidate] = []
+    for config in policy.strategies:
+        if config.enabled:
+            candidates.extend(STRATEGIES[config.name].build(config.args).propose(view))
+    return candidates
+
+
+def plan_cycle(
+    policy: Policy,
+    snapshot: Snapshot,
+    traffic: Traffic | TrafficFailure,
+    state: PlannerState,
+    *,
+    now: float,
+    persistence_required: int | None = None,
+) -> CycleOutcome:
+    """Plan one cycle; a traffic failure plans nothing and resets the persistence streaks."""
+    if isinstance(traffic, TrafficFailure):
+        return CycleOutcome(topology_of(policy, snapshot), state.observe([]), failure=traffic)
+    view = build_view(policy, snapshot, traffic)
+    candidates = propose(policy, view)
+    observed = state.observe(candidates)
+    required = policy.persistence.cycles if persistence_required is None else persistence_required
+    rules = PlanningRules.of(policy, view.topology)
+    result = plan(view, candidates, rules, observed, now=now, persistence_required=required)
+    return CycleOutcome(view.topology, observed, plan=result, traffic=traffic)
+
+
+def judge_landings(
+    state: PlannerState, snapshot: Snapshot, now: float
+) -> tuple[PlannerState, list[Judged]]:
+    """The replacements awaited that can be judged on this snapshot, and the state that keeps
+    the rest awaited and counts each workload's misses (a miss backs it off, a landing in its
+    target clears them)."""
+    judged, pending = judge(state.landings, snapshot, now)
+    return state.with_landings(judged, pending), judged
+
+
+@dataclass(frozen=True)
+class Acted:
+    """An eviction that went through, with the hint recorded for its replacement (migrate)."""
+
+    move: Move
+    hint: Hint | None = None
+
+
+def remember(
+    state: PlannerState, acted: Iterable[Acted], policy: Policy, now: float
+) -> PlannerState:
+    """The state after acting: each move made is remembered for the cooldown, and its
+    replacement awaited, to be judged by a later `judge_landings`. Without a hint (evict mode)
+    the replacement is awaited in the planned domain all the same, so a workload whose
+    replacements the scheduler keeps putting elsewhere backs off in evict mode too."""
+    done = list(acted)
+    state = state.record_moves(
+        [item.move for item in done], now, policy.cooldown.per_workload_seconds
+    )
+    landings = []
+    for item in done:
+        hint = item.hint or expected_landing(
+            item.move,
+            required=False,
+            weight=policy.migrate.weight,
+            expires=now + policy.migrate.hint_ttl_seconds,
+        )
+        if hint is not None:
+            landings.append(Landing(hint=hint, evicted_pod=item.move.pod, evicted_at=now))
+    return state.awaiting(landings)

@@ -1,0 +1,126 @@
+"""Did the replacement land where we meant it to? Judged from the next snapshots, purely.
+
+After an eviction the controller remembers which controller will create the replacement and which
+domain it should land in: in migrate mode that is the published hint, in evict mode the same record
+kept only to judge by, since there the scheduler alone picks the node. The first pod that
+controller creates after the eviction is the replacement: once it is bound to a node, it landed in
+the target or elsewhere; if none is bound when the hint expires, it was not scheduled. A workload
+whose replacements keep landing elsewhere backs off, since moving it again would only churn.
+"""
+
+from __future__ import annotations
+
+import datetime
+from dataclasses import dataclass
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from rebalancer.cluster.model import Snapshot
+from rebalancer.planning.types import Move
+
+
+class Hint(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    namespace: str
+    owner_kind: str
+    owner_name: str
+    """The evicted pod's controller, which creates the replacement."""
+    workload: str
+    domain: dict[str, str]
+    """Node label -> value of every level down to the target, e.g. zone and rack labels."""
+    required: bool = False
+    weight: Annotated[int, Field(ge=1, le=100)] = 100
+    expires: float
+    """Unix seconds; after this the hint is dropped unused."""
+
+    @property
+    def owner(self) -> tuple[str, str, str]:
+        return (self.namespace, self.owner_kind, self.owner_name)
+
+
+LandingResult = Literal["landed-in-target", "landed-elsewhere", "not-scheduled"]
+
+
+def expected_landing(move: Move, *, required: bool, weight: int, expires: float) -> Hint | None:
+    """The hint for the replacement of `move`; None when no controller will create one."""
+    if move.controller is None:
+        return None
+    return Hint(
+        namespace=move.pod.split("/", 1)[0],
+        owner_kind=move.controller[0],
+        owner_name=move.controller[1],
+        workload=move.workload or "",
+        domain=move.target_labels,
+        required=required,
+        weight=weight,
+        expires=expires,
+    )
+
+
+class Landing(BaseModel):
+    """One replacement we are waiting for: where it should go, and the eviction it replaces."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    hint: Hint
+    evicted_pod: str
+    evicted_at: float
+
+
+@dataclass(frozen=True)
+class Judged:
+    landing: Landing
+    result: LandingResult
+    pod: str = ""
+    """The replacement, when one exists; for not-scheduled it is the pod still Pending."""
+
+
+def _created(timestamp: str) -> float:
+    try:
+        return datetime.datetime.fromisoformat(timestamp.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return 0.0
+
+
+def judge(
+    landings: list[Landing], snapshot: Snapshot, now: float
+) -> tuple[list[Judged], list[Landing]]:
+    """Results for the landings that can be judged now, and the ones still pending."""
+    claimed: set[str] = set()
+    judged: list[Judged] = []
+    pending: list[Landing] = []
+    oldest_first = sorted(snapshot.pods.values(), key=lambda p: (_created(p.created), p.key))
+    for landing in sorted(landings, key=lambda item: item.evicted_at):
+        hint = landing.hint
+        replacement = next(
+            (
+                pod
+                for pod in oldest_first
+                if pod.namespace == hint.namespace
+                and pod.controller_kind == hint.owner_kind
+                and pod.controller_name == hint.owner_name
+                and pod.key not in claimed
+                # Created after the eviction; the name may be the evicted pod's own, as a
+                # StatefulSet reuses it. creationTimestamp has whole seconds: allow the second of
+                # the eviction.
+                and _created(pod.created) >= int(landing.evicted_at)
+            ),
+            None,
+        )
+        if replacement is not None and replacement.node_name in snapshot.nodes:
+            claimed.add(replacement.key)
+            labels = snapshot.nodes[replacement.node_name].labels
+            inside = all(labels.get(key) == value for key, value in hint.domain.items())
+            result: LandingResult = "landed-in-target" if inside else "landed-elsewhere"
+            judged.append(Judged(landing, result, replacement.key))
+        elif now >= hint.expires:
+            if replacement is not None:
+                claimed.add(replacement.key)
+            judged.append(Judged(landing, "not-scheduled", replacement.key if replacement else ""))
+        else:
+            if replacement is not None:
+                claimed.add(replacement.key)
+            pending.append(landing)
+    return judged, pending

@@ -1,0 +1,382 @@
+"""From the strategies' candidates to a short, safe plan.
+
+The planner is greedy on gain and re-judges each candidate against a model that already contains
+every move picked before it, so two moves never claim the same gain and the predicted cost can only
+fall. Every safety rule is applied here, once, for all strategies: protections, budgets, PDBs, HA
+spread, cooldowns, persistence and the scheduler's fit in the target domain. What it refuses is
+reported with the reason, so a dry-run tells the operator exactly why a pod stayed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import heapq
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+
+from rebalancer.cluster.fit import Occupancy, rejection
+from rebalancer.cluster.model import (
+    Pod,
+    SnapshotIndexes,
+    WorkloadRef,
+)
+from rebalancer.cluster.topology import Domain, Location, Topology
+from rebalancer.config.resolved import PlanningRules
+from rebalancer.cost.model import CostModel, Worth
+from rebalancer.planning.budget import Budget, every_zone, zone_names
+from rebalancer.planning.nodes import NodeOrder, NoFit
+from rebalancer.planning.prejudged import Prejudged
+from rebalancer.planning.protections import protection_reason, unsettled_reason
+from rebalancer.planning.state import PlannerState, RecentMove, remembered, streak_key
+from rebalancer.planning.types import Move, Plan, Skip, SkipCategory
+from rebalancer.strategies.framework import Candidate, ClusterView
+
+_GAIN_TOLERANCE = 1e-9
+_MAX_BACKOFF_DOUBLINGS = 5
+
+
+@dataclass
+class _Cycle:
+    """One planning pass: the model being moved in, and every budget spent so far."""
+
+    view: ClusterView
+    rules: PlanningRules
+    state: PlannerState
+    now: float
+    persistence_required: int
+    min_gain: float
+    cost: CostModel
+    occupancy: Occupancy
+    node_order: NodeOrder
+    """Of `occupancy`'s nodes."""
+    budget: Budget
+    indexes: SnapshotIndexes
+    earlier_moves: Mapping[str, list[RecentMove]]
+    """The state's recent moves by workload: read for every candidate, so not scanned whole."""
+    zone_names: Mapping[Location, str | None]
+    """Of the candidates' pods' locations."""
+    pdb_spent: Counter[str] = field(default_factory=Counter)
+    moved_now: dict[str, list[RecentMove]] = field(default_factory=dict)
+    """This cycle's moves by workload, which later moves in it may not undo either."""
+    settling: dict[WorkloadRef, str | None] = field(default_factory=dict)
+    """Each workload's `unsettled_reason`, worked out when a pod of it is first judged: with the
+    default limits a cycle judges a few dozen candidates, so counting every pod's workload up
+    front would be mostly wasted."""
+
+    def settling_reason(self, workload: WorkloadRef) -> str | None:
+        if workload not in self.settling:
+            self.settling[workload] = unsettled_reason(
+                self.indexes.pods_of(workload), self.view.snapshot.workloads.get(workload)
+            )
+        return self.settling[workload]
+
+    def zone_of(self, pod_key: str) -> str | None:
+        """The zone a candidate's pod is evicted from, which its per-zone limit counts."""
+        return self.zone_names[self.view.cost.locations[pod_key]]
+
+    def refusal(
+        self, pod: Pod, candidate: Candidate, target: Domain, worth: Worth
+    ) -> tuple[SkipCategory, str] | None:
+        """The first rule that forbids moving `pod` into `target` now, cheapest checks first;
+        `worth` is the whole candidate's."""
+        protected = protection_reason(pod, self.view.snapshot, self.indexes, self.rules)
+        if protected is not None:
+            return "protected", protected
+        if pod.workload is not None:
+            settling = self.settling_reason(pod.workload)
+            if settling is not None:
+                return "settling", f"workload still settling: {settling}"
+            held = self.cooldown_refusal(str(pod.workload), pod.key, target)
+            if held is not None:
+                return "cooldown", held
+        seen = self.state.streaks.get(streak_key(candidate), 0)
+        if seen < self.persistence_required:
+            return "persistence", (
+                f"proposed {seen} of {self.persistence_required} consecutive cycles"
+            )
+        # Relative to the pod's own cost, not the cluster's: a cluster-wide share would grow with
+        # the cluster until no single move could clear it.
+        threshold = max(self.min_gain, self.rules.thresholds.min_gain_ratio * worth.cost)
+        gain = worth.gain
+        if gain <= 0 or gain < threshold:
+            return "below-threshold", f"gain {gain:.3g} below threshold {threshold:.3g}"
+        checks: tuple[tuple[SkipCategory, Callable[[], str | None]], ...] = (
+            ("limit", lambda: self.budget.refusal(self.scopes(pod))),
+            ("pdb", lambda: self.pdb_refusal(pod)),
+            ("spread", lambda: self.spread_refusal(pod, target)),
+        )
+        for category, check in checks:
+            reason = check()
+            if reason is not None:
+                return category, reason
+        return None
+
+    def cooldown_refusal(self, workload: str, pod: str, target: Domain) -> str | None:
+        """A workload may keep moving the same way, but not undo a recent move, and after missed
+        landings it waits, doubling the wait with each miss in a row."""
+        cooldown = self.rules.cooldown_seconds
+        misses = self.state.misses.get(workload, 0)
+        last = self.state.last_moved.get(workload)
+        if misses and last is not None:
+            doublings = min(misses - 1, _MAX_BACKOFF_DOUBLINGS)
+            remaining = cooldown * 2**doublings - (self.now - last)
+            if remaining > 0:
+                return (
+                    f"backing off {remaining:.0f}s more after {misses} replacement(s) "
+                    "missed their target"
+                )
+        recents = [*self.earlier_moves.get(workload, ()), *self.moved_now.get(workload, ())]
+        if not recents:
+            return None
+        topology = self.view.topology
+        location = _describe(topology, self.cost.locations[pod])
+        destination = target.describe(topology.levels)
+        for recent in recents:
+            remaining = cooldown - (self.now - recent.at)
+            if recent.undone_by(location, destination) and remaining > 0:
+                entered = "/".join(recent.entered.values())
+                return f"would undo its move into {entered}; cooldown {remaining:.0f}s more"
+        return None
+
+    def spent_reason(self, pod_key: str) -> str:
+        """Why a candidate left when the budget ran out was not judged: the per-cycle limit,
+        or else the per-zone limit of its pod's zone, as `refusal` words them."""
+        limits = self.budget.limits
+        if self.budget.exhausted():
+            return f"per-cycle limit {limits.per_cycle} reached"
+        return f"per-zone limit {limits.per_zone} reached ({self.zone_of(pod_key)})"
+
+    def scopes(self, pod: Pod) -> dict[str, str]:
+        scopes = {"node": pod.node_name or "", "namespace": pod.namespace}
+        if pod.workload is not None:
+            scopes["workload"] = str(pod.workload)
+        zone = self.zone_of(pod.key)
+        if zone is not None:
+            scopes["zone"] = zone
+        return scopes
+
+    def accept(
+        self, pod: Pod, candidate: Candidate, target: Domain, gain: float, node: str
+    ) -> Move:
+        self.budget.spend(self.scopes(pod))
+        for pdb in self.indexes.pdbs_for(pod):
+            self.pdb_spent[pdb.name] += 1
+        self.occupancy.reserve(pod, node)
+        self.node_order.reserved(node)
+        topology = self.view.topology
+        origin = _describe(topology, self.cost.locations[pod.key])
+        self.cost.move(pod.key, target)
+        move = Move(
+            pod=pod.key,
+            workload=str(pod.workload) if pod.workload else None,
+            origin=origin,
+            target=target,
+            destination=target.describe(topology.levels),
+            node=node,
+            target_labels={
+                topology.levels[index].label: value for index, value in enumerate(target.key)
+            },
+            controller=(
+                (pod.controller_kind, pod.controller_name)
+                if pod.controller_kind and pod.controller_name
+                else None
+            ),
+            gain=gain,
+            strategy=candidate.strategy,
+            reason=candidate.reason,
+            uid=pod.uid,
+        )
+        if move.workload is not None:
+            self.moved_now.setdefault(move.workload, []).append(remembered(move, self.now))
+        return move
+
+    def attempt(self, candidate: Candidate, worth: Worth) -> list[Move] | tuple[SkipCategory, str]:
+        """All of the candidate's moves, or why not. A joint move is tried on a copy of the
+        cycle's models and budgets, so a refusal of its last pod undoes nothing by hand."""
+        targets = candidate.targets
+        trial = self if len(targets) == 1 else self.trial()
+        share = worth.gain / len(targets)  # the moves' gains must add up to the cost they save
+        moves = []
+        for pod_key, target in targets.items():
+            pod = self.view.snapshot.pods[pod_key]
+            placed = trial.place(pod, candidate, target, worth)
+            if isinstance(placed, tuple):
+                category, reason = placed
+                return category, reason if pod_key == candidate.pod else f"{pod_key}: {reason}"
+            moves.append(trial.accept(pod, candidate, target, share, placed))
+        if trial is not self:
+            self.adopt(trial)
+        return moves
+
+    def place(
+        self, pod: Pod, candidate: Candidate, target: Domain, worth: Worth
+    ) -> str | tuple[SkipCategory, str]:
+        """The node `pod` would go to in `target`, or why it may not move there."""
+        refusal = self.refusal(pod, candidate, target, worth)
+        if refusal is not None:
+            return refusal
+        node = self.node_in(pod, target)
+        return ("no-fit", node.reason) if isinstance(node, NoFit) else node
+
+    def trial(self) -> _Cycle:
+        occupancy = self.occupancy.copy()
+        return dataclasses.replace(
+            self,
+            cost=self.cost.copy(),
+            occupancy=occupancy,
+            node_order=self.node_order.over(occupancy),
+            budget=self.budget.copy(),
+            pdb_spent=Counter(self.pdb_spent),
+            moved_now={workload: list(moves) for workload, moves in self.moved_now.items()},
+        )
+
+    def adopt(self, trial: _Cycle) -> None:
+        self.cost, self.occupancy, self.budget = trial.cost, trial.occupancy, trial.budget
+        self.node_order = trial.node_order
+        self.pdb_spent, self.moved_now = trial.pdb_spent, trial.moved_now
+
+    def pdb_refusal(self, pod: Pod) -> str | None:
+        pdbs = self.indexes.pdbs_for(pod)
+        if len(pdbs) > 1:
+            return "more than one PDB selects the pod (the Eviction API refuses it)"
+        if not pdbs:
+            return None
+        pdb = pdbs[0]
+        if not pdb.status_observed:
+            return f"PDB {pdb.name} status not yet observed"
+        if pdb.disruptions_allowed - self.pdb_spent[pdb.name] < 1:
+            return f"PDB {pdb.name} allows no more disruptions"
+        return None
+
+    def spread_refusal(self, pod: Pod, target: Domain) -> str | None:
+        """HA beats locality: a workload keeps the number of domains the policy asks for."""
+        floor = self.rules.protections.min_spread
+        if floor.domains <= 1 or pod.workload is None:
+            return None
+        topology = self.view.topology
+        level = self.rules.spread_level
+        siblings = [p for p in self.indexes.pods_of(pod.workload) if p.key in self.cost.locations]
+
+        def domains(moving: bool) -> set[Domain | None]:
+            found = set()
+            for sibling in siblings:
+                location = self.cost.locations[sibling.key]
+                if moving and sibling.key == pod.key:
+                    location = topology.location_within(target)
+                found.add(topology.domain_of(location, level))
+            return found
+
+        before, after = domains(False), domains(True)
+        required = min(floor.domains, len(before))
+        if len(after) < required:
+            return f"workload would span {len(after)} {floor.level}s, below {required}"
+        return None
+
+    def node_in(self, pod: Pod, target: Domain) -> str | NoFit:
+        """The least loaded node in the target domain that the scheduler would accept."""
+        reasons: Counter[str] = Counter()
+        nodes = self.view.snapshot.nodes
+        for _negative_score, node_name in self.node_order.of(target):
+            if node_name == pod.node_name:
+                continue
+            refusal = rejection(
+                pod, nodes[node_name], self.occupancy, self.rules.protections.honor_soft_spread
+            )
+            if refusal is None:
+                return node_name
+            reasons[refusal] += 1
+        if not reasons:
+            return NoFit("no usable node in the target domain")
+        reason, _count = reasons.most_common(1)[0]
+        return NoFit(f"no node in the target domain fits ({reason})")
+
+
+def plan(
+    view: ClusterView,
+    candidates: list[Candidate],
+    rules: PlanningRules,
+    state: PlannerState,
+    *,
+    now: float,
+    persistence_required: int,
+) -> Plan:
+    """Pick safe moves by largest gain; `state` must already have observed these candidates."""
+    snapshot, topology = view.snapshot, view.topology
+    price = rules.price
+    tally = view.cost.tally(snapshot)
+    before = tally.figures(topology, price)
+    thresholds = rules.thresholds
+    occupancy = view.occupancy.copy()
+    zones = zone_names(
+        topology,
+        rules.zone_level,
+        (view.cost.locations[pod] for candidate in candidates for pod in candidate.pods),
+    )
+    cycle = _Cycle(
+        view=view,
+        rules=rules,
+        state=state,
+        now=now,
+        persistence_required=persistence_required,
+        min_gain=thresholds.min_gain,
+        cost=view.cost.copy(),
+        occupancy=occupancy,
+        node_order=NodeOrder(topology, snapshot.nodes, occupancy),
+        budget=Budget(rules.limits, every_zone(zones.values())),
+        zone_names=zones,
+        indexes=snapshot.indexes(),
+        earlier_moves=_by_workload(state.recent_moves),
+    )
+    moves: list[Move] = []
+    skipped: dict[str, Skip] = {}
+    heap = [(-c.gain, index, c) for index, c in enumerate(candidates)]
+    heapq.heapify(heap)
+    prejudged = Prejudged.of(view.cost, candidates)
+
+    def skip(candidate: Candidate, category: SkipCategory, reason: str) -> None:
+        if candidate.pod not in skipped:  # the first reason found for a pod is the one reported
+            skipped[candidate.pod] = Skip(candidate.pod, reason, candidate.strategy, category)
+
+    while heap and not (cycle.budget.exhausted() or cycle.budget.spent_in_every_zone()):
+        _negative_gain, index, candidate = heapq.heappop(heap)
+        if any(pod in cycle.cost.moved for pod in candidate.pods):
+            continue
+        worth = prejudged.get(index)
+        if worth is None or not cycle.cost.untouched(candidate.pod):
+            worth = cycle.cost.worth(candidate.targets)
+        if heap and worth.gain < -heap[0][0] - _GAIN_TOLERANCE:
+            heapq.heappush(heap, (-worth.gain, index, candidate))  # outdated by earlier picks
+            continue
+        attempted = cycle.attempt(candidate, worth)
+        if isinstance(attempted, tuple):
+            skip(candidate, *attempted)
+            continue
+        moves.extend(attempted)
+        for move in attempted:
+            skipped.pop(move.pod, None)
+    for _negative_gain, _index, candidate in heap:
+        if not any(pod in cycle.cost.moved for pod in candidate.pods):
+            skip(candidate, "limit", cycle.spent_reason(candidate.pod))
+    return Plan(
+        moves=tuple(moves),
+        skipped=tuple(sorted(skipped.values(), key=lambda s: s.pod)),
+        before=before,
+        after=cycle.cost.retally(tally, view.cost).figures(topology, price),
+        candidates=len(candidates),
+    )
+
+
+def _by_workload(moves: Iterable[RecentMove]) -> dict[str, list[RecentMove]]:
+    grouped: dict[str, list[RecentMove]] = {}
+    for move in moves:
+        grouped.setdefault(move.workload, []).append(move)
+    return grouped
+
+
+def _describe(topology: Topology, location: tuple[str | None, ...]) -> dict[str, str]:
+    return {
+        level.name: value
+        for level, value in zip(topology.levels, location, strict=True)
+        if value is not None
+    }

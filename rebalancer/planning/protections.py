@@ -1,0 +1,85 @@
+"""Which pods may move at all, whatever the gain: the policy's protections and a workload's
+strength.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from rebalancer.cluster.model import (
+    SYSTEM_CRITICAL_CLASSES,
+    Pod,
+    Snapshot,
+    SnapshotIndexes,
+    Workload,
+)
+from rebalancer.cluster.selectors import matches_label_selector
+from rebalancer.config.resolved import PlanningRules
+
+_FINISHED_PHASES = frozenset({"Succeeded", "Failed"})
+
+
+def protection_reason(
+    pod: Pod, snapshot: Snapshot, indexes: SnapshotIndexes, rules: PlanningRules
+) -> str | None:
+    """Why this pod may never be moved under the policy, whatever the gain."""
+    scope, protections = rules.scope, rules.protections
+    if not pod.node_name or pod.phase != "Running" or not pod.ready:
+        return "not running and ready"
+    if scope.namespaces.include and pod.namespace not in scope.namespaces.include:
+        return "namespace not included"
+    if pod.namespace in scope.namespaces.exclude:
+        return "namespace excluded"
+    if scope.pod_selector is not None and not matches_label_selector(
+        scope.pod_selector.model_dump(), pod.labels
+    ):
+        return "outside the pod selector"
+    workload = snapshot.workloads.get(pod.workload) if pod.workload else None
+    annotations = [pod.annotations, workload.annotations if workload else {}]
+    if any(a.get(scope.opt_out_annotation, "").lower() == "true" for a in annotations):
+        return f"opted out ({scope.opt_out_annotation})"
+    if pod.controller_kind == "DaemonSet":
+        return "daemonset pod"
+    if pod.controller_kind == "Node":
+        return "static pod"
+    if pod.workload is None and not protections.evict_bare_pods:
+        return "bare pod (no controller recreates it)"
+    if pod.priority_class_name in SYSTEM_CRITICAL_CLASSES and not protections.evict_system_critical:
+        return "system-critical pod"
+    if (
+        protections.priority_threshold is not None
+        and pod.priority >= protections.priority_threshold
+    ):
+        return f"priority {pod.priority} at or above {protections.priority_threshold}"
+    if pod.has_local_storage and not protections.evict_local_storage:
+        return "local storage (emptyDir or hostPath)"
+    if pod.has_pvc and not protections.evict_pvc:
+        return "uses a persistent volume claim"
+    if pod.workload is not None and not protections.evict_single_replica:
+        replicas = workload.replicas if workload and workload.replicas is not None else None
+        if replicas is None:
+            replicas = len(indexes.pods_of(pod.workload))
+        if replicas <= 1:
+            return "single-replica workload"
+    return None
+
+
+def unsettled_reason(pods: Iterable[Pod], workload: Workload | None) -> str | None:
+    """Why a workload, of these pods, is not at full strength: a pod not yet Running and Ready (a
+    replacement the scheduler has not placed, say), or fewer Ready pods than desired. Evicting
+    more of such a workload would take away capacity that has not come back, whatever its PDB
+    allows (a PDB may be missing, or lag), so it waits until it has settled."""
+    ready = waiting = 0
+    for pod in pods:
+        # A Job's Succeeded or Failed pods are done, not capacity on its way back.
+        if pod.phase not in _FINISHED_PHASES:
+            if pod.node_name and pod.phase == "Running" and pod.ready:
+                ready += 1
+            else:
+                waiting += 1
+    if waiting:
+        return f"{waiting} of its pods not yet Running and Ready"
+    desired = workload.replicas if workload is not None else None
+    if desired is not None and ready < desired:
+        return f"{ready} of {desired} desired replicas Ready"
+    return None

@@ -1,0 +1,155 @@
+"""What `rebalancer plan` prints: a JSON document for machines and a table for people.
+
+Pure functions of a cycle's outcome, so the JSON keys are fixed in one place and tested directly.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rebalancer.cost.figures import Figures
+from rebalancer.planning.cycle import CycleOutcome
+
+
+def rounded(value: Any) -> Any:
+    """Floats to a thousandth, so sums print as 120.0 rather than 119.99999999999999."""
+    if isinstance(value, float):
+        return round(value, 3)
+    if isinstance(value, dict):
+        return {key: rounded(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [rounded(item) for item in value]
+    return value
+
+
+def figures_json(figures: Figures) -> dict[str, Any]:
+    return {
+        "total": figures.total,
+        "crossing": figures.crossing,
+        "weighted_cost": figures.weighted_cost,
+        "monthly_cross_zone_cost": figures.monthly_cross_zone_cost,
+        "by_workload_pair": [
+            {
+                "workloads": list(pair.workloads),
+                "rate": pair.rate,
+                "weighted_cost": pair.weighted_cost,
+            }
+            for pair in figures.by_workload_pair
+        ],
+    }
+
+
+def outcome_json(outcome: CycleOutcome, unit: str, currency: str) -> dict[str, Any]:
+    document: dict[str, Any] = {
+        "unit": unit,
+        "currency": currency,
+        "nodes_missing_labels": {
+            node: list(levels) for node, levels in sorted(outcome.topology.missing_labels.items())
+        },
+    }
+    if outcome.failure is not None:
+        document.update(
+            moves=[],
+            skipped=[],
+            error={"reason": outcome.failure.reason, "detail": outcome.failure.detail},
+        )
+        return document
+    assert outcome.plan is not None and outcome.traffic is not None
+    plan = outcome.plan
+    document.update(
+        moves=[
+            {
+                "pod": move.pod,
+                "workload": move.workload,
+                "from": move.origin,
+                "to": move.destination,
+                "node": move.node,
+                "gain": move.gain,
+                "strategy": move.strategy,
+                "reason": move.reason,
+            }
+            for move in plan.moves
+        ],
+        skipped=[
+            {
+                "pod": skip.pod,
+                "reason": skip.reason,
+                "category": skip.category,
+                "strategy": skip.strategy,
+            }
+            for skip in plan.skipped
+        ],
+        candidates=plan.candidates,
+        figures=figures_json(plan.before),
+        predicted=figures_json(plan.after),
+        traffic={"series": outcome.traffic.series, "unmatched": dict(outcome.traffic.unmatched)},
+    )
+    return document
+
+
+def _domain(domain: dict[str, str]) -> str:
+    return " ".join(f"{level}={value}" for level, value in domain.items()) or "-"
+
+
+def _table(header: list[str], rows: list[list[str]]) -> list[str]:
+    widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
+    lines = [
+        "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True))
+        for row in [header, *rows]
+    ]
+    return [line.rstrip() for line in lines]
+
+
+def outcome_table(outcome: CycleOutcome, unit: str, currency: str) -> str:
+    lines: list[str] = []
+    for node, levels in sorted(outcome.topology.missing_labels.items()):
+        lines.append(f"warning: node {node} lacks the label of level(s) {', '.join(levels)}")
+    if outcome.failure is not None:
+        lines.append(
+            f"no moves: traffic data unusable ({outcome.failure.reason}): {outcome.failure.detail}"
+        )
+        return "\n".join(lines)
+    assert outcome.plan is not None
+    plan = outcome.plan
+    before, after = plan.before, plan.after
+    lines.append(
+        f"traffic: {before.total:.6g} {unit} over {len(before.by_workload_pair)} workload pairs"
+    )
+    rows = [["weighted cost", f"{before.weighted_cost:.6g}", f"{after.weighted_cost:.6g}"]]
+    rows += [
+        [f"crossing {level}", f"{before.crossing[level]:.6g}", f"{after.crossing[level]:.6g}"]
+        for level in before.crossing
+    ]
+    if before.monthly_cross_zone_cost is not None and after.monthly_cross_zone_cost is not None:
+        rows.append(
+            [
+                f"cross-zone cost/month ({currency})",
+                f"{before.monthly_cross_zone_cost:.2f}",
+                f"{after.monthly_cross_zone_cost:.2f}",
+            ]
+        )
+    lines += ["", *_table(["figure", "now", "after plan"], rows), ""]
+    if plan.moves:
+        lines.append(f"moves ({len(plan.moves)} of {plan.candidates} candidates):")
+        lines += _table(
+            ["pod", "from", "to", "gain", "strategy", "reason"],
+            [
+                [
+                    m.pod,
+                    _domain(m.origin),
+                    _domain(m.destination),
+                    f"{m.gain:.4g}",
+                    m.strategy,
+                    m.reason,
+                ]
+                for m in plan.moves
+            ],
+        )
+    else:
+        lines.append(f"no moves ({plan.candidates} candidates)")
+    if plan.skipped:
+        lines += ["", "skipped:"]
+        lines += _table(
+            ["pod", "reason", "strategy"], [[s.pod, s.reason, s.strategy] for s in plan.skipped]
+        )
+    return "\n".join(lines)

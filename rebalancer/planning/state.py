@@ -1,0 +1,117 @@
+"""Loop protection that must outlive a cycle (and, in the controller, a restart): streaks,
+cooldowns, landings awaited and missed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from pydantic import BaseModel, ConfigDict
+
+from rebalancer.cluster.topology import Domain
+from rebalancer.planning.landing import Judged, Landing
+from rebalancer.planning.types import Move
+from rebalancer.strategies.framework import Candidate
+
+
+class RecentMove(BaseModel):
+    """A move kept for the cooldown: what a later move of the same workload may not undo.
+
+    Domains are level name -> value, down to the level the move targeted, so a policy that
+    renames or reorders its levels cannot make an old move match the wrong domain.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    workload: str
+    left: dict[str, str]
+    """The domain the pod left, at the depth of `entered`."""
+    entered: dict[str, str]
+    at: float
+    """Unix seconds."""
+
+    def undone_by(self, location: dict[str, str], target: dict[str, str]) -> bool:
+        """True if moving a pod from `location` to `target` takes it out of the domain this move
+        entered, or puts it into the one this move left: the two halves of a bounce."""
+        takes_out = _inside(location, self.entered) and not _inside(target, self.entered)
+        puts_back = _overlap(target, self.left) and not _inside(location, self.left)
+        return takes_out or puts_back
+
+
+def _inside(place: dict[str, str], domain: dict[str, str]) -> bool:
+    return domain.items() <= place.items()
+
+
+def _overlap(first: dict[str, str], second: dict[str, str]) -> bool:
+    """Whether the domains can share a node: they agree on every level both name."""
+    return all(second[name] == value for name, value in first.items() if name in second)
+
+
+class PlannerState(BaseModel):
+    """Loop protection that must outlive a cycle (and, in the controller, a restart).
+
+    `streaks` counts consecutive cycles in which a move was proposed; `last_moved` holds when each
+    workload was last moved, as Unix seconds, for the back-off after missed landings.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    streaks: dict[str, int] = {}
+    last_moved: dict[str, float] = {}
+    recent_moves: list[RecentMove] = []
+    """Moves still within the cooldown, oldest first."""
+    landings: list[Landing] = []
+    """Migrate-mode replacements not yet seen bound to a node."""
+    misses: dict[str, int] = {}
+    """Workload -> replacements in a row that did not land in their target; each doubles the
+    workload's cooldown."""
+
+    def with_landings(self, judged: Iterable[Judged], pending: list[Landing]) -> PlannerState:
+        misses = dict(self.misses)
+        for item in judged:
+            workload = item.landing.hint.workload
+            if item.result == "landed-in-target":
+                misses.pop(workload, None)
+            else:
+                misses[workload] = misses.get(workload, 0) + 1
+        return self.model_copy(update={"landings": pending, "misses": misses})
+
+    def awaiting(self, landings: Iterable[Landing]) -> PlannerState:
+        return self.model_copy(update={"landings": [*self.landings, *landings]})
+
+    def observe(self, candidates: Iterable[Candidate]) -> PlannerState:
+        """Advance streaks: proposed again means one more cycle, absent means back to zero."""
+        proposed = {streak_key(c) for c in candidates}
+        streaks = {key: self.streaks.get(key, 0) + 1 for key in sorted(proposed)}
+        return self.model_copy(update={"streaks": streaks})
+
+    def record_moves(
+        self, moves: Iterable[Move], now: float, cooldown_seconds: float
+    ) -> PlannerState:
+        """Remember the moves, and forget those whose cooldown is over."""
+        last_moved = dict(self.last_moved)
+        recent = [m for m in self.recent_moves if now - m.at < cooldown_seconds]
+        for move in moves:
+            if move.workload is not None:
+                last_moved[move.workload] = now
+                recent.append(remembered(move, now))
+        return self.model_copy(update={"last_moved": last_moved, "recent_moves": recent})
+
+
+def remembered(move: Move, at: float) -> RecentMove:
+    """The move as the cooldown keeps it, from `at` (Unix seconds)."""
+    assert move.workload is not None
+    left = {name: move.origin[name] for name in move.destination if name in move.origin}
+    return RecentMove(workload=move.workload, left=left, entered=move.destination, at=at)
+
+
+def streak_key(candidate: Candidate) -> str:
+    """One key per proposal; a joint move persists only as the same set of moves. A one-pod
+    candidate skips sorting its one move: a cycle observes tens of thousands of candidates."""
+    if not candidate.companions:
+        return _move_key(candidate.pod, candidate.target)
+    return "+".join(_move_key(pod, target) for pod, target in sorted(candidate.targets.items()))
+
+
+def _move_key(pod: str, target: Domain) -> str:
+    return f"{pod}->{target.level}:{'/'.join(target.key)}"

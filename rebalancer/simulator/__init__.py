@@ -1,0 +1,1 @@
+"""`rebalancer simulate`: the real planner, cycle after cycle, on a simulated cluster."""

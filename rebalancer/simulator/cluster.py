@@ -1,0 +1,192 @@
+"""A scenario's nodes, workloads and pods, changed only by evictions and replacements.
+
+The snapshot the planner reads is parsed from Kubernetes-shaped objects by the real parser.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import itertools
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import msgspec
+
+from rebalancer.cluster.fit import Occupancy
+from rebalancer.cluster.model import Pod, Snapshot
+from rebalancer.cluster.parse import parse_items
+from rebalancer.simulator.scenario import (
+    LEVEL_LABELS,
+    ZONE_LABEL,
+    LevelName,
+    PlacedPod,
+    Scenario,
+    WorkloadSpec,
+    node_object,
+    pair_rates,
+    workload_objects,
+)
+from rebalancer.simulator.scheduler import Scheduler, SimulatedSteering
+from rebalancer.traffic.model import PodTraffic
+
+
+@dataclass
+class SimulatedCluster:
+    """Nodes, workloads and pods of a scenario, changed only by evictions and replacements."""
+
+    scenario: Scenario
+    scheduler: Scheduler
+    snapshot: Snapshot = field(init=False)
+    occupancy: Occupancy = field(init=False)
+    _owners: dict[str, list[tuple[dict[str, Any], str]]] = field(init=False, default_factory=dict)
+    clock: float = 0.0
+    """Unix seconds: the simulated time, which new pods are stamped with, so a replacement is
+    told from its workload's older pods as the controller tells it, by creationTimestamp."""
+    _serial: Iterator[int] = field(init=False, default_factory=itertools.count)
+
+    def __post_init__(self) -> None:
+        items: list[tuple[Any, str]] = [
+            (_ready(node_object(spec)), "Node") for spec in self.scenario.node_specs()
+        ]
+        for workload in self.scenario.workloads:
+            owners = _owner_objects(workload)
+            self._owners[workload.key] = owners
+            items += owners
+            items += [(o, "PodDisruptionBudget") for o in workload_objects(workload)[1:]]
+        self.snapshot = parse_items(items, f"scenario {self.scenario.name}")
+        self.occupancy = Occupancy.from_snapshot(self.snapshot)
+        for workload in self.scenario.workloads:
+            for ordinal in range(workload.replicas):
+                self.create(workload, ordinal, steering=None, within=_labels(workload.start_in))
+
+    def create(
+        self,
+        workload: WorkloadSpec,
+        ordinal: int,
+        *,
+        steering: SimulatedSteering | None,
+        within: Mapping[str, str] | None = None,
+    ) -> Pod:
+        """A new pod of `workload`, placed by the scheduler, or Pending when nothing fits."""
+        created = datetime.datetime.fromtimestamp(self.clock, datetime.UTC)
+        raw = _pod_object(workload, ordinal, next(self._serial), created)
+        parsed = parse_items([*self._owners[workload.key], (raw, "Pod")], "simulated pod")
+        pod = parsed.pods[f"{workload.namespace}/{raw['metadata']['name']}"]
+        node = self.scheduler.place(
+            pod, self.snapshot, self.occupancy, within=within or {}, steering=steering
+        )
+        placed = msgspec.structs.replace(
+            pod, node_name=node, phase="Running" if node else "Pending", ready=node is not None
+        )
+        self.snapshot.pods[placed.key] = placed
+        if node is not None:
+            self.occupancy.reserve(placed, node)
+        return placed
+
+    def remove(self, pod_key: str) -> Pod:
+        pod = self.snapshot.pods.pop(pod_key)
+        self.occupancy.release(pod)
+        return pod
+
+    def placed(self) -> list[PlacedPod]:
+        return [
+            PlacedPod(
+                pod.key,
+                workload_key(pod),
+                self.snapshot.nodes[pod.node_name].labels.get(ZONE_LABEL),
+            )
+            for pod in self.snapshot.pods.values()
+            if pod.node_name
+        ]
+
+    def ready_of(self, workload: WorkloadSpec) -> list[Pod]:
+        return [
+            pod
+            for pod in self.snapshot.pods.values()
+            if pod.ready and workload_key(pod) == workload.key
+        ]
+
+    def refresh_budgets(self) -> None:
+        """PDB status as the disruption controller would write it: allowed = healthy - desired."""
+        by_name = {(w.namespace, w.name): w for w in self.scenario.workloads}
+        self.snapshot.pdbs = [
+            dataclasses.replace(
+                pdb,
+                disruptions_allowed=max(
+                    0, len(self.ready_of(by_name[key])) - by_name[key].promised_ready
+                ),
+                status_observed=True,
+            )
+            for pdb in self.snapshot.pdbs
+            if (key := (pdb.namespace, pdb.name)) in by_name
+        ]
+
+    def traffic(self) -> PodTraffic:
+        """The scenario's flows for the pods running now, undirected, as Prometheus would give."""
+        return PodTraffic.of(pair_rates(self.scenario, self.placed()))
+
+
+def _ready(node: dict[str, Any]) -> dict[str, Any]:
+    """A node as its kubelet (kwok, on the real control plane) reports it: Ready."""
+    node["status"]["conditions"] = [{"type": "Ready", "status": "True"}]
+    return node
+
+
+def workload_key(pod: Pod) -> str:
+    """The scenario workload a pod belongs to: its namespace and `app` label."""
+    return f"{pod.namespace}/{pod.labels.get('app', '')}"
+
+
+def _labels(domain: Mapping[LevelName, str]) -> dict[str, str]:
+    return {LEVEL_LABELS[level]: value for level, value in domain.items()}
+
+
+def _owner_objects(workload: WorkloadSpec) -> list[tuple[dict[str, Any], str]]:
+    """The workload object, and for a Deployment the ReplicaSet its pods belong to."""
+    [body, *_pdb] = workload_objects(workload)
+    body = {**body, "metadata": {**body["metadata"], "uid": f"uid-{workload.key}"}}
+    owners: list[tuple[dict[str, Any], str]] = [(body, workload.kind)]
+    if workload.kind == "Deployment":
+        replica_set = {
+            "apiVersion": "apps/v1",
+            "kind": "ReplicaSet",
+            "metadata": {
+                "name": f"{workload.name}-sim",
+                "namespace": workload.namespace,
+                "ownerReferences": [
+                    {"kind": "Deployment", "name": workload.name, "controller": True}
+                ],
+            },
+            "spec": {"replicas": workload.replicas},
+        }
+        owners.append((replica_set, "ReplicaSet"))
+    return owners
+
+
+def _pod_object(
+    workload: WorkloadSpec, ordinal: int, serial: int, created: datetime.datetime
+) -> dict[str, Any]:
+    [body, *_pdb] = workload_objects(workload)
+    template = body["spec"]["template"]
+    if workload.kind == "Deployment":
+        name, owner = f"{workload.name}-sim-{serial:05d}", ("ReplicaSet", f"{workload.name}-sim")
+    elif workload.kind == "StatefulSet":
+        name, owner = f"{workload.name}-{ordinal}", ("StatefulSet", workload.name)
+    else:
+        name, owner = f"{workload.name}-{serial:05d}", ("Job", workload.name)
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": name,
+            "namespace": workload.namespace,
+            "labels": template["metadata"]["labels"],
+            "ownerReferences": [{"kind": owner[0], "name": owner[1], "controller": True}],
+            "annotations": {"topology-rebalancer.io/ordinal": str(ordinal)},
+            "creationTimestamp": created.strftime("%Y-%m-%dT%H:%M:%SZ"),
+        },
+        "spec": template["spec"],
+        "status": {"phase": "Pending"},
+    }

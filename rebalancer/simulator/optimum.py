@@ -1,0 +1,177 @@
+"""The best placement possible, as a mixed-integer program solved by HiGHS: the yardstick the
+quality benchmark holds the planner's result against.
+
+Every pod is placed on a node so that the weighted traffic cost (rate x the weight of the widest
+level two communicating pods differ at, the planner's own cost model) is least, under the same
+node capacity, node selector, taint and hard topology spread rules. A second program finds the
+fewest pods that must change node to reach that cost from the current placement.
+
+The cost is linear by a telescoping sum: a pair first split at level k costs w_k, which equals
+the sum over levels l >= k of (w_l - w_{l+1}), each paid when the pair is split at l. A split at
+l is at least z_p(D) - z_q(D) for every domain D at l, where z_p(D) = 1 when pod p is in D.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import sys
+from collections import defaultdict
+from itertools import combinations
+from typing import Any
+
+import highspy
+
+from rebalancer.cluster.fit import admits
+from rebalancer.cluster.model import Snapshot
+from rebalancer.cluster.topology import Topology
+from rebalancer.simulator.results import Optimum
+from rebalancer.simulator.scenario import LEVEL_LABELS, Scenario
+
+MAX_ASSIGNMENTS = 60_000
+"""Pod x node choices beyond which the program is not attempted: not computable here."""
+TIME_LIMIT_SECONDS = 60.0
+
+
+def _allowed_nodes(snapshot: Snapshot) -> dict[str, list[str]]:
+    """Pod -> nodes whose selectors and taints admit it; capacity and spread are constraints."""
+    return {
+        pod.key: [node.name for node in snapshot.nodes.values() if admits(pod, node)]
+        for pod in snapshot.pods.values()
+        if pod.node_name
+    }
+
+
+def solve(
+    snapshot: Snapshot,
+    topology: Topology,
+    rates: dict[tuple[str, str], float],
+    scenario: Scenario,
+    fixed: frozenset[str] = frozenset(),
+) -> Optimum | None:
+    """The optimum for the pods placed now, or None when it is too large or not proven. Pods in
+    `fixed` stay where they are: those the policy protects, which no plan may move either."""
+    allowed = _allowed_nodes(snapshot)
+    for key in fixed & allowed.keys():
+        allowed[key] = [node for node in allowed[key] if node == snapshot.pods[key].node_name]
+    if sum(len(nodes) for nodes in allowed.values()) > MAX_ASSIGNMENTS:
+        return None
+    program = _Program(snapshot, topology, allowed)
+    program.add_capacity()
+    program.add_spread(scenario)
+    cost = program.cost(rates)
+    best = program.minimize(cost)
+    if best is None:
+        return None
+    # Moves: pods off their current node, with the cost held at the optimum.
+    program.highs.addConstr(cost <= best + max(1e-6, abs(best) * 1e-9))
+    moves = program.minimize(program.moves())
+    return Optimum(best, None if moves is None else round(moves))
+
+
+def _quiet_highs() -> highspy.Highs:
+    """A solver that prints nothing. HiGHS writes a banner to stdout when a process makes its
+    first instance, which would corrupt `--output json`, so fd 1 points at /dev/null meanwhile."""
+    sys.stdout.flush()
+    saved = os.dup(1)
+    try:
+        with open(os.devnull, "w") as devnull:
+            os.dup2(devnull.fileno(), 1)
+            highs = highspy.Highs()
+    finally:
+        os.dup2(saved, 1)
+        os.close(saved)
+    highs.setOptionValue("output_flag", False)
+    return highs
+
+
+class _Program:
+    def __init__(self, snapshot: Snapshot, topology: Topology, allowed: dict[str, list[str]]):
+        self.snapshot = snapshot
+        self.topology = topology
+        self.highs = _quiet_highs()
+        self.highs.setOptionValue("time_limit", TIME_LIMIT_SECONDS)
+        self.place: dict[tuple[str, str], Any] = {
+            (pod, node): self.highs.addBinary() for pod, nodes in allowed.items() for node in nodes
+        }
+        self.nodes_of: dict[str, list[str]] = allowed
+        for pod, nodes in allowed.items():
+            self.highs.addConstr(sum(self.place[pod, node] for node in nodes) == 1)
+        self.domains: list[dict[tuple[str | None, ...], list[str]]] = []
+        for level in range(len(topology.levels)):
+            members: dict[tuple[str | None, ...], list[str]] = defaultdict(list)
+            for node, location in topology.node_locations.items():
+                members[location[: level + 1]].append(node)
+            self.domains.append(members)
+
+    def add_capacity(self) -> None:
+        for node in self.snapshot.nodes.values():
+            pods = [pod for pod, nodes in self.nodes_of.items() if node.name in nodes]
+            for resource in ("cpu_millis", "memory_bytes", "pods"):
+                limit = getattr(node.allocatable, resource)
+                demand = [
+                    (getattr(self.snapshot.pods[pod].requests, resource), pod) for pod in pods
+                ]
+                if sum(amount for amount, _pod in demand) > limit:
+                    self.highs.addConstr(
+                        sum(amount * self.place[pod, node.name] for amount, pod in demand) <= limit
+                    )
+
+    def _in_domain(self, pod: str, nodes: list[str]) -> Any:
+        return sum(self.place[pod, node] for node in nodes if (pod, node) in self.place)
+
+    def add_spread(self, scenario: Scenario) -> None:
+        """Hard spread: no two domains of the level differ by more than max skew."""
+        for workload in scenario.workloads:
+            pods = [
+                key
+                for key, pod in self.snapshot.pods.items()
+                if key in self.nodes_of
+                and pod.namespace == workload.namespace
+                and pod.labels.get("app") == workload.name
+            ]
+            for constraint in (c for c in workload.spread if c.hard):
+                label = LEVEL_LABELS[constraint.level]
+                by_value: dict[str, list[str]] = defaultdict(list)
+                for node in self.snapshot.nodes.values():
+                    if label in node.labels:
+                        by_value[node.labels[label]].append(node.name)
+                counts = {
+                    value: sum(self._in_domain(pod, nodes) for pod in pods)
+                    for value, nodes in by_value.items()
+                }
+                for a, b in combinations(sorted(counts), 2):
+                    self.highs.addConstr(counts[a] - counts[b] <= constraint.max_skew)
+                    self.highs.addConstr(counts[b] - counts[a] <= constraint.max_skew)
+
+    def cost(self, rates: dict[tuple[str, str], float]) -> Any:
+        weights = [level.weight for level in self.topology.levels] + [0.0]
+        terms = []
+        for (a, b), rate in rates.items():
+            if a not in self.nodes_of or b not in self.nodes_of or rate <= 0:
+                continue
+            for level, members in enumerate(self.domains):
+                step = weights[level] - weights[level + 1]
+                if step <= 0:
+                    continue
+                split = self.highs.addVariable(lb=0, ub=1)
+                for nodes in members.values():
+                    self.highs.addConstr(
+                        split >= self._in_domain(a, nodes) - self._in_domain(b, nodes)
+                    )
+                terms.append(rate * step * split)
+        return sum(terms)
+
+    def moves(self) -> Any:
+        return sum(
+            1 - self.place[key, node]
+            for key, pod in self.snapshot.pods.items()
+            if (node := pod.node_name) is not None and (key, node) in self.place
+        )
+
+    def minimize(self, objective: Any) -> float | None:
+        self.highs.minimize(objective)
+        if self.highs.getModelStatus() != highspy.HighsModelStatus.kOptimal:
+            return None
+        value = float(self.highs.getInfo().objective_function_value)
+        return value if math.isfinite(value) else None

@@ -1,0 +1,47 @@
+"""Line plots of figures over cycles, for `make demo` and `rebalancer simulate --plot`.
+
+matplotlib is imported on first use, from the `sim` extra, so commands that draw nothing never
+pay for it and the controller image does without it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from rebalancer.errors import InputError
+
+
+def plot_over_cycles(
+    cycles: Sequence[int],
+    series: Mapping[str, Sequence[float]],
+    path: Path,
+    *,
+    title: str,
+    xlabel: str,
+    ylabel: str,
+) -> None:
+    """One line per series against the cycle number, saved as a PNG."""
+    try:
+        import matplotlib  # noqa: PLC0415
+    except ImportError:
+        raise InputError(
+            f"{path}: plots need matplotlib: pip install 'topology-rebalancer[sim]'"
+        ) from None
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt  # noqa: PLC0415
+    from matplotlib.ticker import MaxNLocator  # noqa: PLC0415
+
+    figure, axes = plt.subplots(figsize=(7, 4))
+    for (label, values), marker in zip(series.items(), "os^vD*", strict=False):
+        axes.plot(list(cycles), list(values), marker=marker, label=label)
+    axes.xaxis.set_major_locator(MaxNLocator(integer=True))
+    axes.set_xlabel(xlabel)
+    axes.set_ylabel(ylabel)
+    axes.set_title(title)
+    axes.legend()
+    axes.grid(alpha=0.3)
+    figure.tight_layout()
+    figure.savefig(path, dpi=110)
+    plt.close(figure)

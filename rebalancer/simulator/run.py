@@ -1,0 +1,263 @@
+"""`rebalancer simulate`: the real planner, cycle after cycle, on a simulated cluster.
+
+Only the cluster is simulated. The planner, strategies and fit checks are the controller's own.
+Each cycle re-derives the traffic from where pods run now, following each pair's routing model, so
+the planner's assumption that flows stay pinned to pods is tested, not taken for granted.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable
+
+from rebalancer.cluster.model import Pod, Resources, Snapshot
+from rebalancer.config.policy import Policy
+from rebalancer.config.resolved import PlanningRules, price_of
+from rebalancer.cost.figures import Figures
+from rebalancer.errors import InputError
+from rebalancer.planning.cycle import (
+    Acted,
+    build_view,
+    judge_landings,
+    plan_cycle,
+    remember,
+    topology_of,
+)
+from rebalancer.planning.landing import expected_landing
+from rebalancer.planning.protections import protection_reason
+from rebalancer.planning.state import PlannerState
+from rebalancer.planning.types import Move
+from rebalancer.simulator.cluster import SimulatedCluster, workload_key
+from rebalancer.simulator.results import (
+    CycleFigures,
+    Optimum,
+    SimulatedMode,
+    SimulationResult,
+    Violations,
+)
+from rebalancer.simulator.scenario import (
+    LEVEL_LABELS,
+    Scenario,
+    domain_counts,
+)
+from rebalancer.simulator.scheduler import Scheduler, SimulatedSteering
+
+_NOTHING = Resources()
+
+DEFAULT_POLICY = """
+# The scenarios' own levels and two strategies; the safety settings (persistence, cooldown,
+# limits, thresholds) are the controller's defaults. The clock advances one interval per cycle.
+topology:
+  levels:
+    - {name: zone, label: topology.kubernetes.io/zone, weight: 10}
+    - {name: rack, label: topology.kubernetes.io/rack, weight: 3}
+    - {name: host, label: kubernetes.io/hostname, weight: 1}
+strategies:
+  - {name: split-peers, args: {level: zone, down_to: rack}}
+  - {name: gang-consolidation, args: {level: rack, group_by: namespace}}
+"""
+"""What `rebalancer simulate` plans with when no --policy is given."""
+
+
+def _figure_policy(policy: Policy) -> Policy:
+    """The policy's levels and price, but every pair counted: figures report all the traffic."""
+    thresholds = policy.thresholds.model_copy(update={"min_pair_rate": 0.0})
+    return policy.model_copy(update={"thresholds": thresholds})
+
+
+def measure(cluster: SimulatedCluster, policy: Policy) -> Figures:
+    counted = _figure_policy(policy)
+    view = build_view(counted, cluster.snapshot, cluster.traffic())
+    return view.cost.figures(cluster.snapshot, price_of(counted, view.topology))
+
+
+def violations(cluster: SimulatedCluster) -> Violations:
+    """Rules broken now: budgets short of Ready pods, nodes over capacity, hard spread skewed."""
+    pdb = sum(
+        1
+        for workload in cluster.scenario.workloads
+        if len(cluster.ready_of(workload)) < workload.promised_ready
+    )
+    capacity = sum(
+        1
+        for node in cluster.snapshot.nodes.values()
+        if not cluster.occupancy.requested.get(node.name, _NOTHING).fits_in(node.allocatable)
+    )
+    spread = 0
+    for workload in cluster.scenario.workloads:
+        for constraint in (c for c in workload.spread if c.hard):
+            counts = domain_counts(
+                LEVEL_LABELS[constraint.level],
+                (node.labels for node in cluster.snapshot.nodes.values()),
+                (
+                    cluster.snapshot.nodes[pod.node_name].labels
+                    for pod in cluster.ready_of(workload)
+                    if pod.node_name
+                ),
+            )
+            if counts and max(counts.values()) - min(counts.values()) > constraint.max_skew:
+                spread += 1
+    return {"pdb": pdb, "capacity": capacity, "spread": spread}
+
+
+def _row(
+    number: int,
+    cluster: SimulatedCluster,
+    policy: Policy,
+    counts: tuple[int, int, int],
+    moved: tuple[str, ...] = (),
+) -> CycleFigures:
+    figures = measure(cluster, policy)
+    evictions, landed, refused = counts
+    return CycleFigures(
+        number,
+        figures.crossing,
+        figures.weighted_cost,
+        figures.monthly_cross_zone_cost,
+        evictions,
+        landed,
+        refused,
+        violations(cluster),
+        moved,
+    )
+
+
+def _protected(snapshot: Snapshot, policy: Policy) -> frozenset[str]:
+    """The pods the policy never moves, which the optimum must leave where they are."""
+    indexes = snapshot.indexes()
+    rules = PlanningRules.of(policy, topology_of(policy, snapshot))
+    return frozenset(
+        key
+        for key, pod in snapshot.pods.items()
+        if protection_reason(pod, snapshot, indexes, rules) is not None
+    )
+
+
+def _solver() -> Callable[..., Optimum | None]:
+    """The optimum's solver, from the `sim` extra: the controller never needs HiGHS."""
+    try:
+        from rebalancer.simulator.optimum import solve  # noqa: PLC0415
+    except ImportError:
+        raise InputError(
+            "simulate --optimum needs the HiGHS solver: pip install 'topology-rebalancer[sim]'"
+        ) from None
+    return solve
+
+
+def simulate(
+    scenario: Scenario,
+    policy: Policy,
+    *,
+    cycles: int,
+    mode: SimulatedMode,
+    seed: int,
+    optimum: bool = False,
+) -> SimulationResult:
+    """Run the planner `cycles` times; the clock advances one policy interval per cycle. With
+    `optimum`, also solve for the best placement from the start, to hold the result against."""
+    cluster = SimulatedCluster(scenario.in_phase(0), Scheduler(seed))
+    best = None
+    if optimum:
+        topology = topology_of(policy, cluster.snapshot)
+        protected = _protected(cluster.snapshot, policy)
+        best = _solver()(cluster.snapshot, topology, cluster.traffic().rates, scenario, protected)
+    by_key = {w.key: w for w in scenario.workloads}
+    acting = policy.model_copy(update={"mode": mode})
+    state = PlannerState()
+    rows = [_row(0, cluster, policy, (0, 0, 0))]
+    history: list[tuple[Move, float]] = []
+    for number in range(1, cycles + 1):
+        now = number * policy.interval_seconds
+        cluster.scenario = scenario.in_phase(number)
+        cluster.clock = now
+        cluster.refresh_budgets()
+        state, _judged = judge_landings(state, cluster.snapshot, now)
+        outcome = plan_cycle(acting, cluster.snapshot, cluster.traffic(), state, now=now)
+        assert outcome.plan is not None  # simulated traffic never fails
+        evicted: list[Acted] = []
+        moved: list[str] = []
+        landed = refused = 0
+        disrupted: Counter[str] = Counter()
+        for move in outcome.plan.moves:
+            old = cluster.snapshot.pods[move.pod]
+            workload = by_key[workload_key(old)]
+            # The Eviction API's check: replacements are not Ready before the next cycle.
+            if (
+                len(cluster.ready_of(workload)) - disrupted[workload.key] <= workload.promised_ready
+                and workload.pdb is not None
+            ):
+                refused += 1
+                continue
+            disrupted[workload.key] += 1
+            cluster.remove(move.pod)
+            steering = None
+            if mode == "migrate":
+                steering = SimulatedSteering(move.target_labels, acting.migrate.required)
+            new = cluster.create(workload, _ordinal(old), steering=steering)
+            if new.node_name:
+                landed += (
+                    move.target_labels.items()
+                    <= cluster.snapshot.nodes[new.node_name].labels.items()
+                )
+            hint = None
+            if steering is not None:  # the hint the controller records before a migrate eviction
+                hint = expected_landing(
+                    move,
+                    required=steering.required,
+                    weight=acting.migrate.weight,
+                    expires=now + acting.migrate.hint_ttl_seconds,
+                )
+            evicted.append(Acted(move, hint))
+            moved.append(workload.key)
+        history += [(item.move, now) for item in evicted]
+        # Judged by the next cycle's judge_landings, as the controller judges them.
+        state = remember(outcome.state, evicted, policy, now)
+        counts = (len(evicted), landed, refused)
+        rows.append(_row(number, cluster, policy, counts, tuple(dict.fromkeys(moved))))
+    return SimulationResult(
+        scenario.name, mode, seed, tuple(rows), policy.price.currency, best, optimum, tuple(history)
+    )
+
+
+def naive_baseline(scenario: Scenario, policy: Policy, *, seed: int) -> SimulationResult:
+    """What a traffic-blind fix does: one pass that evicts every pod with any cross-zone flow
+    (through the Eviction API, so PDBs still refuse some) and lets the scheduler re-place it."""
+    cluster = SimulatedCluster(scenario, Scheduler(seed))
+    by_key = {w.key: w for w in scenario.workloads}
+    zone_label = LEVEL_LABELS["zone"]
+    rows = [_row(0, cluster, policy, (0, 0, 0))]
+    cluster.refresh_budgets()
+    zone_of = {
+        key: cluster.snapshot.nodes[pod.node_name].labels.get(zone_label)
+        for key, pod in cluster.snapshot.pods.items()
+        if pod.node_name
+    }
+    crossing = sorted(
+        {
+            pod
+            for a, b in cluster.traffic().rates
+            if zone_of.get(a) != zone_of.get(b)
+            for pod in (a, b)
+        }
+    )
+    evicted = refused = 0
+    disrupted: Counter[str] = Counter()
+    moved: list[str] = []
+    for key in crossing:
+        old = cluster.snapshot.pods[key]
+        workload = by_key[workload_key(old)]
+        healthy = len(cluster.ready_of(workload)) - disrupted[workload.key]
+        if workload.pdb is not None and healthy <= workload.promised_ready:
+            refused += 1
+            continue
+        disrupted[workload.key] += 1
+        cluster.remove(key)
+        cluster.create(workload, _ordinal(old), steering=None)
+        evicted += 1
+        moved.append(workload.key)
+    rows.append(_row(1, cluster, policy, (evicted, 0, refused), tuple(dict.fromkeys(moved))))
+    return SimulationResult(scenario.name, "evict", seed, tuple(rows), policy.price.currency)
+
+
+def _ordinal(pod: Pod) -> int:
+    return int(pod.annotations.get("topology-rebalancer.io/ordinal", "0"))
