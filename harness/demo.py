@@ -15,13 +15,13 @@ import shutil
 from pathlib import Path
 
 from harness.paths import EXAMPLES
-from harness.trial import CycleFigures, Trial, live_trial
+from harness.trial import Trial, TrialCycle, live_trial
 from rebalancer.config.policy import load_policy
 from rebalancer.simulator.plots import plot_over_cycles
 from rebalancer.simulator.scenario import load_scenario
 
 
-def _print(row: CycleFigures) -> None:
+def _print(row: TrialCycle) -> None:
     print(
         f"{row.cycle:>5}  {row.mode:<8} {row.crossing['zone']:>10.1f} {row.crossing['rack']:>10.1f}"
         f" {len(row.planned):>6}  {row.landed:>6} {row.elsewhere:>9}   {row.result}"
@@ -30,7 +30,7 @@ def _print(row: CycleFigures) -> None:
         print(f"{'':7}{move.pod} -> {move.destination} ({move.strategy})")
 
 
-def _cycles(trial: Trial, cycles: int) -> list[CycleFigures]:
+def _cycles(trial: Trial, cycles: int) -> list[TrialCycle]:
     rows = [trial.cycle(0, "dry-run")]
     _print(rows[0])
     for number in range(1, cycles + 1):
@@ -41,7 +41,7 @@ def _cycles(trial: Trial, cycles: int) -> list[CycleFigures]:
     return rows
 
 
-def run(workdir: Path, cycles: int) -> list[CycleFigures]:
+def run(workdir: Path, cycles: int) -> list[TrialCycle]:
     """Run the demo; returns one row of figures per cycle, the first the dry run."""
     shutil.rmtree(workdir, ignore_errors=True)  # a fresh cluster each time, as on a new machine
     workdir.mkdir(parents=True)
@@ -60,7 +60,7 @@ def run(workdir: Path, cycles: int) -> list[CycleFigures]:
     return rows
 
 
-def _summary(rows: list[CycleFigures], plot: Path) -> None:
+def _summary(rows: list[TrialCycle], plot: Path) -> None:
     first, last = rows[0].crossing, rows[-1].crossing
     moves = sum(len(row.planned) for row in rows if row.mode != "dry-run")
     landed = sum(row.landed for row in rows)

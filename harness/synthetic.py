@@ -40,7 +40,7 @@ class Size:
 
 
 @dataclass(frozen=True)
-class Workload:
+class SyntheticWorkload:
     namespace: str
     name: str
     pods: tuple[str, ...]
@@ -51,7 +51,7 @@ class Workload:
 class SyntheticCluster:
     cluster: dict[str, Any]
     """The List of nodes, pods, ReplicaSets, Deployments and PDBs."""
-    workloads: tuple[Workload, ...]
+    workloads: tuple[SyntheticWorkload, ...]
     pod_rates: dict[tuple[tuple[str, str], tuple[str, str]], float]
     """(namespace, pod) pair -> rate, each pair once."""
 
@@ -73,7 +73,7 @@ class SyntheticCluster:
     def workload_response(self) -> dict[str, Any]:
         """The answer to the Istio query: the same traffic summed per pair of workloads."""
         owner = {(w.namespace, pod): w for w in self.workloads for pod in w.pods}
-        summed: dict[tuple[Workload, Workload], float] = {}
+        summed: dict[tuple[SyntheticWorkload, SyntheticWorkload], float] = {}
         for (a, z), rate in self.pod_rates.items():
             key = (owner[a], owner[z])
             summed[key] = summed.get(key, 0.0) + rate
@@ -96,7 +96,7 @@ def generate(size: Size, seed: int = 0) -> SyntheticCluster:
     nodes = [_node(index, size.nodes) for index in range(size.nodes)]
     node_names = [node["metadata"]["name"] for node in nodes]
     objects: list[dict[str, Any]] = list(nodes)
-    workloads: list[Workload] = []
+    workloads: list[SyntheticWorkload] = []
     placed = 0
     for index in itertools.count():
         if placed >= size.pods:
@@ -110,7 +110,7 @@ def generate(size: Size, seed: int = 0) -> SyntheticCluster:
             made.append(b.pdb(name, {"app": name}, 1, namespace=namespace))
         objects.extend(made)
         pods = tuple(o["metadata"]["name"] for o in made if o["kind"] == "Pod")
-        workloads.append(Workload(namespace, name, pods))
+        workloads.append(SyntheticWorkload(namespace, name, pods))
         placed += replicas
     return SyntheticCluster(b.k8s_list(objects), tuple(workloads), _pod_rates(rng, workloads, size))
 
@@ -133,7 +133,7 @@ def _replicas(rng: random.Random) -> int:
 
 
 def _pod_rates(
-    rng: random.Random, workloads: list[Workload], size: Size
+    rng: random.Random, workloads: list[SyntheticWorkload], size: Size
 ) -> dict[tuple[tuple[str, str], tuple[str, str]], float]:
     popularity = [rng.paretovariate(1.5) for _ in workloads]
     calls = int(CALLS_PER_WORKLOAD * len(workloads))

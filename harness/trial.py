@@ -46,7 +46,7 @@ SETTLE_SECONDS = 60.0
 
 
 @dataclass(frozen=True)
-class CycleFigures:
+class TrialCycle:
     cycle: int
     mode: Mode
     result: str
@@ -68,7 +68,7 @@ class TrialSummary:
     level: str
     """The level whose crossing traffic the trial is judged by."""
     before: dict[str, float]
-    cycles: list[CycleFigures]
+    cycles: list[TrialCycle]
     pdb_violations: list[str]
     spread_violations: list[str]
     invariant_polls: int
@@ -131,7 +131,7 @@ class Trial:
     window_seconds: int
     spread_violations: list[str] = field(default_factory=list)
 
-    def cycle(self, number: int, mode: Mode) -> CycleFigures:
+    def cycle(self, number: int, mode: Mode) -> TrialCycle:
         policies = self.controller.policies
         assert isinstance(policies, FixedPolicy)
         policies.policy = policies.policy.model_copy(update={"mode": mode})
@@ -143,7 +143,7 @@ class Trial:
             landings = self._landings(planned, before)
             time.sleep(self.window_seconds + 1)  # a full rate() window of the new placement
         self.spread_violations += [f"cycle {number}: {v}" for v in self.watch.spread_violations()]
-        return CycleFigures(
+        return TrialCycle(
             number,
             mode,
             report.result,
