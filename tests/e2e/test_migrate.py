@@ -138,15 +138,21 @@ def test_replacements_land_in_the_planned_zone(
     assert after < before
 
 
-def test_a_replacement_pending_past_a_required_hint_is_released(
-    cluster: LocalCluster, webhook: WebhookServer, live: tuple[ClusterTraffic, PrometheusServer]
+@pytest.mark.parametrize("mode", ["migrate", "dry-run"])
+def test_a_replacement_pending_past_a_required_hint_is_released_unless_in_dry_run(
+    cluster: LocalCluster,
+    webhook: WebhookServer,
+    live: tuple[ClusterTraffic, PrometheusServer],
+    mode: str,
 ) -> None:
+    """The release goes through the one eviction path: with the mode's dry-run flag (in
+    dry-run the pod stays, and only a WouldRelease Event says what would have been done), the
+    UID precondition, and an Event."""
     api = cluster.api_client()
     apps = client.AppsV1Api(api)
+    name = f"stuck-{mode}"
     # A budget that allows no disruption: only because the pod is Pending may it be evicted.
-    stuck = WorkloadSpec(
-        name="stuck", namespace=NAMESPACE, replicas=1, pdb=PdbSpec(min_available=1)
-    )
+    stuck = WorkloadSpec(name=name, namespace=NAMESPACE, replicas=1, pdb=PdbSpec(min_available=1))
     deployment, budget = workload_objects(stuck)
     deployment["spec"]["template"]["spec"]["nodeSelector"] = {ZONE_LABEL: "zone-nowhere"}
     cluster.apply([deployment, budget])
@@ -157,10 +163,18 @@ def test_a_replacement_pending_past_a_required_hint_is_released(
             p
             for p in list_raw(
                 "Pod",
-                lambda **kw: core.list_namespaced_pod(NAMESPACE, label_selector="app=stuck", **kw),
+                lambda **kw: core.list_namespaced_pod(
+                    NAMESPACE, label_selector=f"app={name}", **kw
+                ),
             )
             if not p["metadata"].get("deletionTimestamp")
         ]
+
+    def reasons_on(pod_name: str) -> set[str]:
+        events = core.list_namespaced_event(
+            NAMESPACE, field_selector=f"involvedObject.name={pod_name}"
+        )
+        return {event.reason or "" for event in events.items}
 
     wait_until(lambda: len(pending_pods()) == 1, 30, "the stuck pod")
     [pod] = pending_pods()
@@ -169,18 +183,19 @@ def test_a_replacement_pending_past_a_required_hint_is_released(
         namespace=NAMESPACE,
         owner_kind=owner["kind"],
         owner_name=owner["name"],
-        workload=f"Deployment/{NAMESPACE}/stuck",
+        workload=f"Deployment/{NAMESPACE}/{name}",
         domain={ZONE_LABEL: "zone-nowhere"},
         expires=1.0,
         required=True,
     )
     landing = Landing(hint=hint, evicted_pod=f"{NAMESPACE}/gone", evicted_at=0.0)
+    policy = (LIVE_POLICY_YAML + POLICY).replace("mode: migrate", f"mode: {mode}")
     controller = Controller(
         api=api,
         snapshots=lambda: read_snapshot(api),
         prometheus_url=live[1].url,
-        policies=FixedPolicy(parse_policy(LIVE_POLICY_YAML + POLICY, "migrate policy")),
-        state=ConfigMapState(api, NAMESPACE, "release-state"),
+        policies=FixedPolicy(parse_policy(policy, f"{mode} policy")),
+        state=ConfigMapState(api, NAMESPACE, f"release-state-{mode}"),
         metrics=ControllerMetrics(CollectorRegistry()),
         recorder=EventRecorder(api, lambda: datetime.datetime.now(datetime.UTC)),
         hints=webhook.hints,
@@ -189,10 +204,19 @@ def test_a_replacement_pending_past_a_required_hint_is_released(
     report = controller.run_cycle()
     assert report.result == "ok", report.detail
     assert controller.metrics.landings.labels("not-scheduled")._value.get() == 1
-    wait_until(
-        lambda: pod["metadata"]["name"] not in {p["metadata"]["name"] for p in pending_pods()},
-        30,
-        "the stuck pod released",
-    )
-    apps.delete_namespaced_deployment("stuck", NAMESPACE)
-    client.PolicyV1Api(api).delete_namespaced_pod_disruption_budget("stuck", NAMESPACE)
+    stuck_name = pod["metadata"]["name"]
+    if mode == "dry-run":
+        wait_until(lambda: "WouldRelease" in reasons_on(stuck_name), 30, "a WouldRelease Event")
+        time.sleep(2)  # a real eviction would have marked the pod for deletion by now
+        [still] = pending_pods()
+        assert still["metadata"]["uid"] == pod["metadata"]["uid"]
+        assert "Released" not in reasons_on(stuck_name)
+    else:
+        wait_until(
+            lambda: stuck_name not in {p["metadata"]["name"] for p in pending_pods()},
+            30,
+            "the stuck pod released",
+        )
+        assert "Released" in reasons_on(stuck_name)
+    apps.delete_namespaced_deployment(name, NAMESPACE)
+    client.PolicyV1Api(api).delete_namespaced_pod_disruption_budget(name, NAMESPACE)
