@@ -16,12 +16,12 @@ from cryptography.x509.oid import ExtendedKeyUsageOID
 
 from rebalancer.webhook.tls import (
     LEAF_USAGE,
+    key_pem,
     make_ca,
     name,
+    pem,
     serving_certificate,
     signed,
-    write_key,
-    write_pem,
 )
 
 
@@ -75,3 +75,12 @@ def make_pki(directory: Path) -> Pki:
         )
     )
     return pki
+
+
+def write_key(key: ec.EllipticCurvePrivateKey | rsa.RSAPrivateKey, path: Path) -> None:
+    path.write_bytes(key_pem(key))
+    path.chmod(0o600)
+
+
+def write_pem(certificate: x509.Certificate, path: Path) -> None:
+    path.write_bytes(pem(certificate))

@@ -50,7 +50,7 @@ _ERRORS: dict[PrometheusFault, tuple[int, str]] = {
 
 
 def is_freshness_query(promql: str) -> bool:
-    """The freshness query is the one that dates the newest sample (see traffic.build_queries)."""
+    """The freshness query is the one that dates the newest sample (see traffic/queries.py)."""
     return promql.replace(" ", "").startswith("time()-max(timestamp(")
 
 

@@ -1,4 +1,5 @@
-"""`rebalancer`: a thin argparse layer that reads inputs, calls the engine and prints.
+"""`rebalancer`: a thin argparse layer that reads inputs, runs the cycle or the controller, and
+prints.
 
 Bad input exits 2 and an unavailable data source exits 3, each with one line on stderr that names
 the field, file or source; no traceback reaches the user.
@@ -40,7 +41,7 @@ from rebalancer.errors import InputError, SourceUnavailableError
 from rebalancer.planning.cycle import CycleOutcome, collector_paused, plan_cycle
 from rebalancer.planning.report import outcome_json, outcome_table
 from rebalancer.planning.state import PlannerState
-from rebalancer.simulator.plots import plot_over_cycles
+from rebalancer.simulator.plots import plot_over_cycles, require_matplotlib
 from rebalancer.simulator.results import result_json, result_table
 from rebalancer.simulator.run import DEFAULT_POLICY, simulate
 from rebalancer.simulator.scenario import Scenario, load_scenario
@@ -234,6 +235,8 @@ def _simulate(args: argparse.Namespace) -> int:
         raise InputError("simulate: give a SCENARIO file, or --schema")
     if args.cycles < 1:
         raise InputError(f"simulate: --cycles must be at least 1, got {args.cycles}")
+    if args.plot is not None:
+        require_matplotlib(args.plot)
     scenario = load_scenario(args.scenario)
     policy = load_policy(args.policy) if args.policy else parse_policy(DEFAULT_POLICY, "built-in")
     result = simulate(

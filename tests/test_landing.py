@@ -77,6 +77,23 @@ def test_each_replacement_answers_one_landing() -> None:
     assert len(pending) == 1
 
 
+def test_a_statefulset_replacement_answers_the_landing_of_its_own_name() -> None:
+    """Two pods of one controller evicted and made again in the same second: each landing is
+    judged by the pod of its own name, not by whichever sorts first."""
+    snapshot = cluster(("web-1", "n-a", CREATED_AFTER), ("web-3", "n-b", CREATED_AFTER))
+    to_a = landing().hint.model_copy(update={"domain": {b.ZONE_LABEL: "a"}})
+    landings = [
+        Landing(hint=landing().hint, evicted_pod="default/web-3", evicted_at=EVICTED_AT),
+        Landing(hint=to_a, evicted_pod="default/web-1", evicted_at=EVICTED_AT),
+    ]
+    judged, pending = judge(landings, snapshot, EVICTED_AT + 10)
+    assert [(item.pod, item.result) for item in judged] == [
+        ("default/web-3", "landed-in-target"),
+        ("default/web-1", "landed-in-target"),
+    ]
+    assert pending == []
+
+
 def test_misses_back_a_workload_off_doubling_each_time() -> None:
     objects = chatty_objects(["node-a11", "node-a12"], ["node-b11", "node-b12"])
     policy = make_policy(cooldown={"per_workload_seconds": 100})

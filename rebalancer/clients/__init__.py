@@ -1,1 +1,2 @@
-"""The network edge: the only modules that talk to the Kubernetes API or Prometheus."""
+"""The network edge: the modules that talk to the Kubernetes API or Prometheus (with the webhook
+server, which also answers the API server)."""

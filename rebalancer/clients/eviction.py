@@ -1,10 +1,11 @@
 """The one eviction path: every eviction goes through the Eviction API here, so
-PodDisruptionBudgets always hold.
+PodDisruptionBudgets always hold: the planned moves, and the release of a replacement left Pending.
 
 Dry-run is not a branch in the planner: it is this module sending the same Eviction with
 `dryRun: ["All"]`, so the API server itself judges the PDB and a dry run reports exactly the
-refusals a real run would meet, and evicts nothing. Every eviction carries the planned pod's UID as
-a precondition, and every outcome is an Event on the pod.
+refusals a real run would meet, and evicts nothing. Every eviction names the UID of the pod that
+was judged, where the snapshot had one, as a precondition, and every eviction sent or refused is
+an Event on the pod.
 """
 
 from __future__ import annotations
@@ -173,23 +174,23 @@ class EvictionExecutor:
             ),
         )
 
-    def release(self, pod_key: str, uid: str) -> str:
+    def release(self, pod_key: str, uid: str) -> str | None:
         """Evict a replacement left Pending by a required hint past its expiry, so its
-        controller makes a new one with no hint left to bind it; what was done, for the log.
-        The API server lets a Pending pod be evicted whatever its PDB says (it serves nothing),
-        so the controller needs no right to delete pods."""
+        controller makes a new one with no hint left to bind it; what was done, for the log, or
+        None when nothing was left to do. The API server lets a Pending pod be evicted whatever
+        its PDB says (it serves nothing), so the controller needs no right to delete pods."""
         namespace, name = pod_key.split("/", 1)
         try:
             pod = self.core.read_namespaced_pod(name, namespace)
             if pod.spec is not None and pod.spec.node_name:
-                return "bound in the meantime, left alone"
+                return None  # bound in the meantime
             if uid and pod.metadata is not None and pod.metadata.uid != uid:
-                return f"{_REPLACED}, left alone"
+                return None  # a namesake made since: not the pod judged
             self.core.create_namespaced_pod_eviction(
                 name, namespace, self._eviction(namespace, name, uid)
             )
         except ApiException as error:
-            return "gone" if error.status == 404 else f"not released: HTTP {error.status}"
+            return None if error.status == 404 else f"not released: HTTP {error.status}"
         except (HTTPError, OSError) as error:
             return f"not released: {type(error).__name__}"
         message = "Pending past its required placement hint's expiry; its controller makes another"

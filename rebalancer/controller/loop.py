@@ -1,8 +1,10 @@
-"""`rebalancer run`: the engine every interval, acting as the policy's mode says, never harming.
+"""`rebalancer run`: one cycle every interval, acting as the policy's mode says, never harming.
 
-One cycle reads the policy, the cluster and the traffic, plans, and hands the moves to the
-executor. Anything in doubt (a source down, stale data, unreadable state, an unknown mode) ends the
-cycle without a single eviction, with the reason in the log, the metrics and the cycle result.
+One cycle reads the policy, the cluster and the traffic, judges where earlier replacements
+landed, plans (`planning/cycle.py`) and hands the moves to the one eviction path
+(`clients/eviction.py`). Anything in doubt (a source down, stale data, unreadable state, an
+unknown mode) ends the cycle without a single eviction, with the reason in the log, the metrics
+and the cycle result.
 APScheduler runs the cycles: never two at once, and an overrun is counted, not queued.
 """
 
@@ -40,6 +42,7 @@ from rebalancer.planning.cycle import (
     remember,
 )
 from rebalancer.planning.state import PlannerState
+from rebalancer.traffic.model import TrafficFailure
 
 _log = logging.getLogger(__name__)
 
@@ -120,7 +123,11 @@ class Controller:
             reader = PrometheusReader(self.prometheus_url, policy.traffic.timeout_seconds)
             traffic = TrafficInput(policy.traffic, reader).read(snapshot)
             now = self.clock()
-            state = self._judge_landings(self.state.load(), snapshot, now, policy)
+            state = self.state.load()
+            if not isinstance(traffic, TrafficFailure):
+                # A skipped cycle acts on nothing, releases included: the landings wait for
+                # the next cycle that may act.
+                state = self._judge_landings(state, snapshot, now, policy)
             outcome = plan_cycle(policy, snapshot, traffic, state, now=now)
         if outcome.failure is not None:
             self.metrics.traffic_failures.labels(outcome.failure.reason).inc()
@@ -174,11 +181,15 @@ class Controller:
                 item.landing.evicted_pod,
                 item.landing.hint.domain,
             )
-            if item.result == "not-scheduled" and item.landing.hint.required and item.pod:
+            stuck = item.result == "not-scheduled" and item.landing.hint.required and item.pod
+            if stuck and self._may_act():
                 pending = snapshot.pods.get(item.pod)
                 executor = EvictionExecutor(self.api, self.recorder, policy.mode == "dry-run")
                 released = executor.release(item.pod, pending.uid if pending else "")
-                _log.warning("%s, Pending past its required hint's expiry: %s", item.pod, released)
+                if released is not None:
+                    _log.warning(
+                        "%s, Pending past its required hint's expiry: %s", item.pod, released
+                    )
         return state
 
     @staticmethod

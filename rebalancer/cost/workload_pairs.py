@@ -217,8 +217,8 @@ class WorkloadCostModel(PodPricing):
 
     def _held(self, level: int, source: Indices, peer: Indices, rate: Floats) -> HeldTraffic:
         """The traffic each workload sends each domain at `level`: per pair of workloads, the
-        rate times the peer's count in every domain where it has pods, summed in numpy. A loop
-        over them took a second at 100k pods."""
+        rate times the peer's count in every domain where it has pods, summed in numpy rather
+        than in a loop over the pairs."""
         counts = [self.counts[workload][level] for workload in range(len(self.counts))]
         keys: dict[DomainKey, int] = {}
         entries = np.fromiter(map(len, counts), np.int64, len(counts))

@@ -27,8 +27,8 @@ class Budget:
 
     def spent_in_every_zone(self) -> bool:
         """With the default limits and three zones (3 x 3 = 9 < 10 per cycle) this, not the
-        per-cycle limit, is what ends a cycle: at 100k pods the loop went on to judge some 84,000
-        candidates that no zone had room for."""
+        per-cycle limit, is what ends a cycle; without it the loop would go on judging every
+        candidate that no zone has room for."""
         per_zone = self.limits.per_zone
         return (
             per_zone is not None

@@ -94,20 +94,22 @@ def judge(
     oldest_first = sorted(snapshot.pods.values(), key=lambda p: (_created(p.created), p.key))
     for landing in sorted(landings, key=lambda item: item.evicted_at):
         hint = landing.hint
+        made_since = [
+            pod
+            for pod in oldest_first
+            if pod.namespace == hint.namespace
+            and pod.controller_kind == hint.owner_kind
+            and pod.controller_name == hint.owner_name
+            and pod.key not in claimed
+            # Created after the eviction. creationTimestamp has whole seconds: allow the second
+            # of the eviction.
+            and _created(pod.created) >= int(landing.evicted_at)
+        ]
+        # A StatefulSet's replacement has the evicted pod's own name: that one, when several
+        # were made in one second, else the oldest.
         replacement = next(
-            (
-                pod
-                for pod in oldest_first
-                if pod.namespace == hint.namespace
-                and pod.controller_kind == hint.owner_kind
-                and pod.controller_name == hint.owner_name
-                and pod.key not in claimed
-                # Created after the eviction; the name may be the evicted pod's own, as a
-                # StatefulSet reuses it. creationTimestamp has whole seconds: allow the second of
-                # the eviction.
-                and _created(pod.created) >= int(landing.evicted_at)
-            ),
-            None,
+            (pod for pod in made_since if pod.key == landing.evicted_pod),
+            made_since[0] if made_since else None,
         )
         if replacement is not None and replacement.node_name in snapshot.nodes:
             claimed.add(replacement.key)

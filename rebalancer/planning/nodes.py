@@ -16,10 +16,9 @@ from rebalancer.cluster.topology import Domain, Topology
 @dataclass
 class NodeOrder:
     """Each target domain's nodes, least loaded first (by free share of CPU plus memory, then
-    name), kept in that order as moves reserve room. node_in scored every node of the domain
-    for each candidate that got that far: 3,333 nodes a zone at 10k nodes, which made planning
-    with lifted limits quadratic. Now it checks nodes in this order and takes the first that
-    fits, the same node the full scan picked."""
+    name), kept in that order as moves reserve room, so the planner checks nodes in this order
+    and takes the first that fits: the node a scan of the whole domain would pick, without
+    scoring thousands of nodes for every candidate."""
 
     topology: Topology
     nodes: Mapping[str, Node]

@@ -61,7 +61,8 @@ class PlannerState(BaseModel):
     recent_moves: list[RecentMove] = []
     """Moves still within the cooldown, oldest first."""
     landings: list[Landing] = []
-    """Migrate-mode replacements not yet seen bound to a node."""
+    """Replacements awaited (in migrate mode their hints, in evict mode the planned domain)
+    and not yet judged."""
     misses: dict[str, int] = {}
     """Workload -> replacements in a row that did not land in their target; each doubles the
     workload's cooldown."""

@@ -22,12 +22,8 @@ def plot_over_cycles(
     ylabel: str,
 ) -> None:
     """One line per series against the cycle number, saved as a PNG."""
-    try:
-        import matplotlib  # noqa: PLC0415
-    except ImportError:
-        raise InputError(
-            f"{path}: plots need matplotlib: pip install 'topology-rebalancer[sim]'"
-        ) from None
+    require_matplotlib(path)
+    import matplotlib  # noqa: PLC0415
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt  # noqa: PLC0415
@@ -45,3 +41,13 @@ def plot_over_cycles(
     figure.tight_layout()
     figure.savefig(path, dpi=110)
     plt.close(figure)
+
+
+def require_matplotlib(path: Path) -> None:
+    """Refuse a plot at once, before any work is done for it, when the `sim` extra is missing."""
+    try:
+        import matplotlib  # noqa: F401, PLC0415
+    except ImportError:
+        raise InputError(
+            f"{path}: plots need matplotlib: pip install 'topology-rebalancer[sim]'"
+        ) from None

@@ -9,8 +9,6 @@ from typing import Any, Literal
 from rebalancer.planning.report import rounded
 from rebalancer.planning.types import Move
 
-# --- Running cycles -------------------------------------------------------------------------
-
 SimulatedMode = Literal["evict", "migrate"]
 
 

@@ -134,7 +134,7 @@ class PodTraffic:
 class WorkloadTraffic:
     """Rates between workloads, kept per pair of workloads rather than spread over their pods:
     a workload answer of 46k series means 2.8M pod pairs at 100k pods, while every figure the
-    planner needs can be counted per workload (see workload_graph)."""
+    planner needs can be counted per workload (see cost/workload_pairs.py)."""
 
     rates: dict[tuple[str, str], float] = field(default_factory=dict)
     """Workload pair (names as `str(WorkloadRef)`, in order) -> the rate of each pair of their

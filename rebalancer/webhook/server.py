@@ -5,9 +5,9 @@ affinity for the target domain and consumes the hint. It never blocks a pod: any
 is answered "allowed, unchanged", and the webhook configuration has failurePolicy Ignore, so pods
 are created even when the controller is down.
 
-TLS is self-signed: the replicas share a CA and serving certificate through a Secret
-(`serving_keys`), and the caBundle of the controller's own MutatingWebhookConfiguration is patched
-to trust that CA.
+TLS: either the replicas share a self-signed CA and serving certificate through a Secret
+(`serving_keys`) and patch the caBundle of the controller's own MutatingWebhookConfiguration to
+trust that CA, or an outside issuer (cert-manager) keeps the Secret and fills caBundle.
 """
 
 from __future__ import annotations
@@ -118,7 +118,7 @@ class WebhookServer:
                     if new_ca and publish_to is not None:
                         self.publish_ca(*publish_to)
                     _log.info("webhook serving a renewed certificate (new CA: %s)", new_ca)
-                except (SourceUnavailableError, ApiException, HTTPError, OSError) as error:
+                except (SourceUnavailableError, OSError) as error:
                     _log.warning("webhook keys not refreshed: %s", str(error).splitlines()[0])
 
         threading.Thread(target=refresh, name="webhook-keys", daemon=True).start()

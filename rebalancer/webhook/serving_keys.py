@@ -106,17 +106,20 @@ def shared_serving_keys(
     """
     store = _secret(api, secret)
 
-    def settle(stored: Stored | None) -> tuple[dict[str, str] | None, ServingKeys]:
+    def settle(stored: Stored | None) -> tuple[dict[str, str] | None, tuple[ServingKeys, str]]:
+        """The keys to serve, and why they were written ("" when they were not)."""
         now = datetime.datetime.now(datetime.UTC)
         keys = keys_from_secret(stored.data) if stored is not None else None
         if keys is not None:
             reason = unfit_because(keys, dns_names, ip_addresses, now)
             if reason is None:
-                return None, keys
+                return None, (keys, "")
         else:
             reason = "missing" if stored is None else "incomplete"
         fresh = _replacement(keys, dns_names, ip_addresses, now)
-        _log.info("writing new webhook keys to %s: the old ones were %s", store.label, reason)
-        return secret_data(fresh), fresh
+        return secret_data(fresh), (fresh, reason)
 
-    return store.update(settle)
+    keys, written_because = store.update(settle)
+    if written_because:
+        _log.info("webhook keys written to %s: the old ones were %s", store.label, written_because)
+    return keys

@@ -6,7 +6,6 @@ from __future__ import annotations
 import datetime
 import ipaddress
 from dataclasses import dataclass
-from pathlib import Path
 
 from cryptography import x509
 from cryptography.exceptions import InvalidSignature
@@ -33,11 +32,6 @@ def key_pem(key: ec.EllipticCurvePrivateKey | rsa.RSAPrivateKey) -> bytes:
     return key.private_bytes(
         serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
     )
-
-
-def write_key(key: ec.EllipticCurvePrivateKey | rsa.RSAPrivateKey, path: Path) -> None:
-    path.write_bytes(key_pem(key))
-    path.chmod(0o600)
 
 
 def signed(
@@ -110,10 +104,6 @@ def serving_certificate(
 
 def pem(certificate: x509.Certificate) -> bytes:
     return certificate.public_bytes(serialization.Encoding.PEM)
-
-
-def write_pem(certificate: x509.Certificate, path: Path) -> None:
-    path.write_bytes(pem(certificate))
 
 
 @dataclass(frozen=True)
