@@ -137,6 +137,13 @@ def _parser() -> argparse.ArgumentParser:
         help="this replica's name in the lease (default: $POD_NAME, else the hostname)",
     )
     run.add_argument(
+        "--unready-after",
+        type=int,
+        default=3,
+        metavar="N",
+        help="report unready on /readyz once N cycles in a row have ended in error (default 3)",
+    )
+    run.add_argument(
         "--once",
         action="store_true",
         help="run one cycle and exit: 0 if it could act, 3 if it was skipped",
@@ -305,6 +312,8 @@ def _start_webhook(api: ApiClient, args: argparse.Namespace) -> WebhookServer:
 
 
 def _run(args: argparse.Namespace) -> int:
+    if args.unready_after < 1:
+        raise InputError(f"run: --unready-after must be at least 1, got {args.unready_after}")
     configure_logging()
     api = api_client(args.kubeconfig)
     recorder = EventRecorder(api, lambda: datetime.datetime.now(datetime.UTC))
@@ -333,6 +342,7 @@ def _run(args: argparse.Namespace) -> int:
         metrics=ControllerMetrics(registry),
         recorder=recorder,
         hints=hints,
+        unready_after=args.unready_after,
     )
     server = serve_metrics(registry, args.metrics_port, controller.ready, args.metrics_address)
     logging.getLogger(__name__).info("serving metrics on port %d", server.server_port)

@@ -123,6 +123,16 @@ def test_bad_files_exit_2_naming_the_file(
     assert err.count("\n") == 1
 
 
+def test_a_readiness_threshold_below_one_exits_2_before_reaching_the_cluster(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    args = ["run", "--prometheus", "http://127.0.0.1:1", "--policy", str(DEMO / "policy.yaml")]
+    args += ["--state-configmap", "ops/state", "--unready-after", "0"]
+    code, _out, err = run(args, capsys)
+    assert code == 2
+    assert err == "rebalancer: run: --unready-after must be at least 1, got 0\n"
+
+
 def test_conflicting_sources_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
     code, _out, err = run([*DEMO_ARGS, "--prometheus", "http://127.0.0.1:1"], capsys)
     assert code == 2 and "either --traffic FILE or --prometheus URL" in err

@@ -5,6 +5,8 @@ from __future__ import annotations
 import gc
 import threading
 import time
+import urllib.error
+import urllib.request
 
 from prometheus_client import CollectorRegistry
 
@@ -12,7 +14,7 @@ from rebalancer.clients.stores import FixedPolicy
 from rebalancer.cluster.model import Snapshot
 from rebalancer.config.policy import Policy
 from rebalancer.controller.loop import Controller, CycleReport
-from rebalancer.controller.metrics import ControllerMetrics
+from rebalancer.controller.metrics import ControllerMetrics, serve
 from rebalancer.errors import SourceUnavailableError
 from rebalancer.planning.cycle import collector_paused
 
@@ -86,3 +88,63 @@ def test_a_nested_pause_keeps_the_outer_one() -> None:
             assert not gc.isenabled()
         assert not gc.isenabled()
     assert gc.isenabled()
+
+
+class ScriptedController(Controller):
+    """Each cycle raises, or returns, the next item of `script`."""
+
+    script: list[CycleReport | Exception]
+
+    def _cycle(self) -> CycleReport:
+        step = self.script.pop(0)
+        if isinstance(step, Exception):
+            raise step
+        return step
+
+
+def scripted(*script: CycleReport | Exception, unready_after: int) -> ScriptedController:
+    controller = ScriptedController(
+        api=None,  # type: ignore[arg-type]  # _cycle is scripted; nothing calls the API
+        snapshots=Snapshot,
+        prometheus_url="http://127.0.0.1:1",
+        policies=FixedPolicy(Policy()),
+        state=None,  # type: ignore[arg-type]
+        metrics=ControllerMetrics(CollectorRegistry()),
+        recorder=None,  # type: ignore[arg-type]
+        unready_after=unready_after,
+    )
+    controller.script = list(script)
+    controller.leading.set()
+    return controller
+
+
+def test_an_unexpected_error_ends_the_cycle_as_error_counted_with_its_kind() -> None:
+    controller = scripted(OverflowError("int too large\nto convert"), unready_after=1)
+    report = controller.run_cycle()
+    assert report.result == "error"
+    assert report.detail == "unexpected OverflowError: int too large to convert"
+    assert controller.metrics.cycles.labels("error")._value.get() == 1
+    assert not controller.ready()
+
+
+def test_readyz_turns_unready_only_after_errors_in_a_row() -> None:
+    ok, error = CycleReport("ok"), SourceUnavailableError("Kubernetes API: HTTP 500")
+    controller = scripted(error, ok, error, ValueError("bad"), error, unready_after=3)
+    server = serve(CollectorRegistry(), 0, controller.ready, "127.0.0.1")
+    url = f"http://127.0.0.1:{server.server_port}/readyz"
+
+    def readyz() -> int:
+        try:
+            with urllib.request.urlopen(url, timeout=5) as answer:
+                return int(answer.status)
+        except urllib.error.HTTPError as refused:
+            return refused.code
+
+    try:
+        statuses = []
+        for _cycle in range(5):
+            controller.run_cycle()
+            statuses.append(readyz())
+    finally:
+        server.shutdown()
+    assert statuses == [200, 200, 200, 200, 503]

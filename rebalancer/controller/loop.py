@@ -32,7 +32,7 @@ from rebalancer.clients.stores import ReloadResult
 from rebalancer.cluster.model import Snapshot
 from rebalancer.config.policy import Mode, Policy
 from rebalancer.controller.metrics import ControllerMetrics
-from rebalancer.errors import InputError, SourceUnavailableError
+from rebalancer.errors import InputError, SourceUnavailableError, one_line
 from rebalancer.planning.cycle import (
     Acted,
     CycleResult,
@@ -86,6 +86,9 @@ class Controller:
     """Set while this replica may act; cleared the moment it must stop, even mid-cycle."""
     interval_seconds: float = field(default=Policy().interval_seconds, init=False)
     """The interval of the policy the last cycle read, for the scheduler to follow."""
+    unready_after: int = 1
+    """Cycles in a row ending in `error` after which a leader reports unready."""
+    errors_in_a_row: int = field(default=0, init=False)
 
     def run_cycle(self) -> CycleReport:
         started = time.monotonic()
@@ -93,13 +96,21 @@ class Controller:
             report = self._cycle()
         except (SourceUnavailableError, InputError) as error:
             report = CycleReport("error", str(error))
+            _log.warning("cycle error: no evictions: %s", report.detail)
+        except Exception as error:  # a cycle ends in a result, whatever went wrong in it
+            detail = f"unexpected {type(error).__name__}: {one_line(error, 300)}"
+            report = CycleReport("error", detail)
+            _log.error("cycle error: %s", report.detail)
+        else:
+            if report.result == "ok":
+                _log.info("cycle ok: %d moves acted on", len(report.outcomes))
+            else:
+                _log.warning("cycle %s: no evictions: %s", report.result, report.detail)
         self.metrics.cycle_duration.observe(time.monotonic() - started)
         self.metrics.cycles.labels(report.result).inc()
         if report.result == "ok":
             self.metrics.last_success.set(self.clock())
-            _log.info("cycle ok: %d moves acted on", len(report.outcomes))
-        else:
-            _log.warning("cycle %s: no evictions: %s", report.result, report.detail)
+        self.errors_in_a_row = self.errors_in_a_row + 1 if report.result == "error" else 0
         self.last_report = report
         return report
 
@@ -209,10 +220,11 @@ class Controller:
             )
 
     def ready(self) -> bool:
-        """A standby replica is ready; a leader once a cycle has ended without error."""
+        """A standby replica is ready; a leader once a cycle has ended, until `unready_after`
+        cycles in a row have ended in error."""
         if not self.leading.is_set():
             return True
-        return self.last_report is not None and self.last_report.result != "error"
+        return self.last_report is not None and self.errors_in_a_row < self.unready_after
 
     def run_until(self, stop: threading.Event) -> None:
         """Cycle every policy interval until `stop` is set; the running cycle may finish."""
