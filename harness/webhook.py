@@ -29,7 +29,7 @@ def webhook_configuration(name: str, url: str, namespaces: list[str]) -> dict[st
                 ],
                 "failurePolicy": "Ignore",
                 "timeoutSeconds": 5,
-                "sideEffects": "None",
+                "sideEffects": "NoneOnDryRun",
                 "admissionReviewVersions": ["v1"],
                 "namespaceSelector": {
                     "matchExpressions": [

@@ -89,13 +89,15 @@ def review(owner: bool = True, operation: str = "CREATE") -> dict[str, Any]:
             {"kind": "ReplicaSet", "name": "web-5d8c7", "controller": True}
         ]
     return {
+        "apiVersion": "admission.k8s.io/v1",
+        "kind": "AdmissionReview",
         "request": {
             "uid": "u1",
             "operation": operation,
             "namespace": "shop",
             "kind": {"kind": "Pod"},
             "object": {"metadata": metadata, "spec": {}},
-        }
+        },
     }
 
 
@@ -123,3 +125,58 @@ def test_everything_else_is_allowed_unchanged(
 ) -> None:
     response = review_response(request_review, store, lambda: 50.0)["response"]
     assert response == {"uid": "u1", "allowed": True}
+
+
+def _changed(review: dict[str, Any], **request: Any) -> dict[str, Any]:
+    return {**review, "request": {**review["request"], **request}}
+
+
+@pytest.mark.parametrize(
+    ("request_review", "uid"),
+    [
+        (_changed(review(), dryRun=True), "u1"),
+        (_changed(review(), dryRun="yes"), "u1"),
+        ({**review(), "apiVersion": "admission.k8s.io/v1beta1"}, "u1"),
+        ({**review(), "kind": "ConversionReview"}, "u1"),
+        (_changed(review(), kind="Pod"), "u1"),
+        (_changed(review(), object=["not", "a", "pod"]), "u1"),
+        (
+            _changed(review(), object={"metadata": {"ownerReferences": {"kind": "ReplicaSet"}}}),
+            "u1",
+        ),
+        (_changed(review(), object={"metadata": {"ownerReferences": ["x"]}}), "u1"),
+        (_changed(review(), namespace=7), "u1"),
+        (_changed(review(), uid=["u1"]), ""),
+        ({**review(), "request": "CREATE"}, ""),
+        (None, ""),
+        (["AdmissionReview"], ""),
+        ("{}", ""),
+    ],
+    ids=[
+        "dry-run",
+        "dry-run-not-a-boolean",
+        "other-api-version",
+        "other-kind",
+        "kind-not-an-object",
+        "object-not-an-object",
+        "owners-not-a-list",
+        "owner-not-an-object",
+        "namespace-not-text",
+        "uid-not-text",
+        "request-not-an-object",
+        "null",
+        "a-list",
+        "a-string",
+    ],
+)
+def test_doubtful_reviews_are_answered_allowed_unchanged_and_spend_no_hint(
+    request_review: Any, uid: str
+) -> None:
+    store = FakeStore(found=hint())
+    answer = review_response(request_review, store, lambda: 50.0)
+    assert answer == {
+        "apiVersion": "admission.k8s.io/v1",
+        "kind": "AdmissionReview",
+        "response": {"uid": uid, "allowed": True},
+    }
+    assert store.asked == []

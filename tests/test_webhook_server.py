@@ -1,13 +1,20 @@
-"""The webhook server picks up renewed keys without a restart."""
+"""The webhook server: renewed keys without a restart, no stall on a silent client, and an
+answer to every request."""
 
 from __future__ import annotations
 
+import http.client
+import json
+import socket
 import ssl
+from collections.abc import Iterator
 
+import pytest
 from kubernetes import client
 
 from harness.process import free_port
 from rebalancer.clients.hints import HintStore
+from rebalancer.planning.landing import Hint
 from rebalancer.webhook.server import WebhookServer
 from rebalancer.webhook.tls import issue_serving_keys, renewed
 
@@ -28,3 +35,98 @@ def test_loaded_keys_are_served_from_the_next_handshake() -> None:
         assert server.keys == fresh
     finally:
         server.stop()
+
+
+class NoHints(HintStore):
+    def __init__(self) -> None:
+        self.asked = 0
+
+    def take(self, owner: tuple[str, str, str], now: float) -> Hint | None:
+        self.asked += 1
+        return None
+
+
+REVIEW = {
+    "apiVersion": "admission.k8s.io/v1",
+    "kind": "AdmissionReview",
+    "request": {
+        "uid": "u1",
+        "operation": "CREATE",
+        "namespace": "shop",
+        "kind": {"kind": "Pod"},
+        "object": {
+            "metadata": {
+                "ownerReferences": [{"kind": "ReplicaSet", "name": "web-1", "controller": True}]
+            }
+        },
+    },
+}
+
+
+@pytest.fixture
+def served() -> Iterator[tuple[WebhookServer, ssl.SSLContext]]:
+    keys = issue_serving_keys([], ["127.0.0.1"])
+    server = WebhookServer(NoHints(), keys, port=free_port(), address="127.0.0.1").start()
+    trusted = ssl.create_default_context(cadata=keys.ca.decode())
+    try:
+        yield server, trusted
+    finally:
+        server.stop()
+
+
+def post(
+    server: WebhookServer, trusted: ssl.SSLContext, path: str, body: bytes, **headers: str
+) -> tuple[int, bytes]:
+    connection = http.client.HTTPSConnection("127.0.0.1", server.port, context=trusted, timeout=10)
+    try:
+        connection.request("POST", path, body=body, headers=headers)
+        answer = connection.getresponse()
+        return answer.status, answer.read()
+    finally:
+        connection.close()
+
+
+def test_a_silent_connection_holds_up_no_review(
+    served: tuple[WebhookServer, ssl.SSLContext],
+) -> None:
+    """Before, the TLS handshake ran in the accept loop: one client that connected and sent
+    nothing kept every later review waiting for as long as it stayed."""
+    server, trusted = served
+    silent = [socket.create_connection(("127.0.0.1", server.port)) for _ in range(5)]
+    try:
+        status, body = post(server, trusted, "/mutate", json.dumps(REVIEW).encode())
+    finally:
+        for connection in silent:
+            connection.close()
+    assert status == 200
+    assert json.loads(body)["response"] == {"uid": "u1", "allowed": True}
+    assert server.hints.asked == 1  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize(
+    ("path", "body", "headers", "expected"),
+    [
+        ("/other", json.dumps(REVIEW).encode(), {}, 404),
+        ("/mutate", b"{not json", {}, 200),
+        ("/mutate", b"[1, 2]", {}, 200),
+        ("/mutate", b"{}", {"Content-Length": str(64 * 1024 * 1024)}, 200),
+    ],
+    ids=["other-path", "not-json", "not-an-object", "too-large"],
+)
+def test_every_request_gets_an_answer_and_every_review_an_allowed_one(
+    served: tuple[WebhookServer, ssl.SSLContext],
+    path: str,
+    body: bytes,
+    headers: dict[str, str],
+    expected: int,
+) -> None:
+    server, trusted = served
+    status, answer = post(server, trusted, path, body, **headers)
+    assert status == expected
+    if expected == 200:
+        assert json.loads(answer) == {
+            "apiVersion": "admission.k8s.io/v1",
+            "kind": "AdmissionReview",
+            "response": {"uid": "", "allowed": True},
+        }
+    assert server.hints.asked == 0  # type: ignore[attr-defined]

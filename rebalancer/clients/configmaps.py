@@ -50,6 +50,9 @@ class DataStore:
     label: str
     """How errors name the object, such as "state ConfigMap"."""
     secret_type: str = "Opaque"
+    request_timeout: float | None = None
+    """Seconds per API call, where a caller must not wait long (the webhook); None: the
+    client's own."""
 
     def read(self) -> Stored | None:
         """The object's data, or None when it does not exist."""
@@ -124,19 +127,31 @@ class DataStore:
     def _read(self) -> _Object:
         core = client.CoreV1Api(self.api)
         if self.kind == "Secret":
-            return core.read_namespaced_secret(self.name, self.namespace)
-        return core.read_namespaced_config_map(self.name, self.namespace)
+            return core.read_namespaced_secret(
+                self.name, self.namespace, _request_timeout=self.request_timeout
+            )
+        return core.read_namespaced_config_map(
+            self.name, self.namespace, _request_timeout=self.request_timeout
+        )
 
     def _create(self, body: _Object) -> None:
         core = client.CoreV1Api(self.api)
         if isinstance(body, client.V1Secret):
-            core.create_namespaced_secret(self.namespace, body)
+            core.create_namespaced_secret(
+                self.namespace, body, _request_timeout=self.request_timeout
+            )
         else:
-            core.create_namespaced_config_map(self.namespace, body)
+            core.create_namespaced_config_map(
+                self.namespace, body, _request_timeout=self.request_timeout
+            )
 
     def _replace(self, body: _Object) -> None:
         core = client.CoreV1Api(self.api)
         if isinstance(body, client.V1Secret):
-            core.replace_namespaced_secret(self.name, self.namespace, body)
+            core.replace_namespaced_secret(
+                self.name, self.namespace, body, _request_timeout=self.request_timeout
+            )
         else:
-            core.replace_namespaced_config_map(self.name, self.namespace, body)
+            core.replace_namespaced_config_map(
+                self.name, self.namespace, body, _request_timeout=self.request_timeout
+            )

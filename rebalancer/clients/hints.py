@@ -7,7 +7,6 @@ webhook turns the hint into node affinity on the next pod that controller create
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TypeVar
@@ -20,6 +19,8 @@ from rebalancer.errors import SourceUnavailableError
 from rebalancer.planning.landing import Hint
 
 HINTS_KEY = "hints.json"
+HINT_CALL_SECONDS = 2.0
+"""Per API call: the webhook answers within the API server's 5 s, a pod left unsteered if not."""
 _T = TypeVar("_T")
 
 
@@ -36,11 +37,19 @@ class HintStore:
     name: str
 
     def __post_init__(self) -> None:
-        self._lock = threading.Lock()
-        self._store = DataStore(self.api, "ConfigMap", self.namespace, self.name, "hints ConfigMap")
+        self._store = DataStore(
+            self.api,
+            "ConfigMap",
+            self.namespace,
+            self.name,
+            "hints ConfigMap",
+            request_timeout=HINT_CALL_SECONDS,
+        )
 
     def _update(self, change: Callable[[list[Hint]], tuple[list[Hint], _T]]) -> _T:
-        """Read, change, write; again on a conflict (the webhook of another replica, say)."""
+        """Read, change, write; again on a conflict (the webhook of another replica, or another
+        review here). No lock is held across the calls: one slow answer must not hold up every
+        other review, and the write at the version read settles any race."""
 
         def changed(stored: Stored | None) -> tuple[dict[str, str] | None, _T]:
             hints = self._hints(stored)
@@ -48,8 +57,7 @@ class HintStore:
             data = None if kept == hints else {HINTS_KEY: _Hints(hints=kept).model_dump_json()}
             return data, result
 
-        with self._lock:
-            return self._store.update(changed)
+        return self._store.update(changed)
 
     @staticmethod
     def _hints(stored: Stored | None) -> list[Hint]:
@@ -85,5 +93,4 @@ class HintStore:
         return self._update(keep)
 
     def pending(self, now: float) -> list[Hint]:
-        with self._lock:
-            return [h for h in self._hints(self._store.read()) if h.expires > now]
+        return [h for h in self._hints(self._store.read()) if h.expires > now]

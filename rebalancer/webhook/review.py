@@ -20,23 +20,43 @@ class HintTaker(Protocol):
         """The oldest live hint for this controller, removed so it steers exactly one pod."""
 
 
-def review_response(
-    review: dict[str, Any], hints: HintTaker, now: Callable[[], float]
-) -> dict[str, Any]:
-    """The AdmissionReview answer for one request: allowed, with a patch when a hint applies."""
-    request = review.get("request") or {}
-    response: dict[str, Any] = {"uid": request.get("uid", ""), "allowed": True}
+def review_response(review: Any, hints: HintTaker, now: Callable[[], float]) -> dict[str, Any]:
+    """The AdmissionReview answer for one request: allowed, with a patch when a hint applies.
+    Anything unexpected in the review (a shape, a version, a dry run) is allowed unchanged."""
+    request = _mapping(_mapping(review).get("request"))
+    uid = request.get("uid")
+    response: dict[str, Any] = {"uid": uid if isinstance(uid, str) else "", "allowed": True}
     answer = {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "response": response}
-    pod = request.get("object") or {}
-    if request.get("operation") != "CREATE" or request.get("kind", {}).get("kind") != "Pod":
+    if (_mapping(review).get("apiVersion"), _mapping(review).get("kind")) != (
+        "admission.k8s.io/v1",
+        "AdmissionReview",
+    ) or not response["uid"]:
         return answer
-    metadata = pod.get("metadata") or {}
-    owner = next((o for o in metadata.get("ownerReferences") or () if o.get("controller")), None)
-    if owner is None:
+    if request.get("dryRun", False) is not False:
+        return answer  # a dry run creates no pod: no hint may be spent on it
+    if request.get("operation") != "CREATE" or _mapping(request.get("kind")).get("kind") != "Pod":
+        return answer
+    pod = _mapping(request.get("object"))
+    metadata = _mapping(pod.get("metadata"))
+    owners = metadata.get("ownerReferences")
+    owner = next(
+        (
+            o
+            for o in (owners if isinstance(owners, list) else ())
+            if isinstance(o, dict) and o.get("controller") is True
+        ),
+        None,
+    )
+    if owner is None or not isinstance(pod.get("spec", {}), dict):
         return answer
     namespace = request.get("namespace") or metadata.get("namespace", "")
+    kind, name = owner.get("kind"), owner.get("name")
+    if not (isinstance(namespace, str) and isinstance(kind, str) and isinstance(name, str)):
+        return answer
+    if not (namespace and kind and name):
+        return answer
     try:
-        hint = hints.take((namespace, owner.get("kind", ""), owner.get("name", "")), now())
+        hint = hints.take((namespace, kind, name), now())
     except SourceUnavailableError as error:
         _log.warning("hint lookup failed, pod left as it is: %s", error)
         return answer
@@ -48,9 +68,13 @@ def review_response(
     _log.info(
         "steering a new pod of %s/%s %s to %s (%s)",
         namespace,
-        owner.get("kind"),
-        owner.get("name"),
+        kind,
+        name,
         hint.domain,
         "required" if hint.required else f"preferred, weight {hint.weight}",
     )
     return answer
+
+
+def _mapping(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}

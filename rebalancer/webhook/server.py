@@ -16,6 +16,7 @@ import base64
 import json
 import logging
 import ssl
+import sys
 import tempfile
 import threading
 import time
@@ -29,11 +30,60 @@ from kubernetes.client.exceptions import ApiException
 from urllib3.exceptions import HTTPError
 
 from rebalancer.clients.hints import HintStore
-from rebalancer.errors import SourceUnavailableError
+from rebalancer.errors import SourceUnavailableError, one_line
 from rebalancer.webhook.review import review_response
 from rebalancer.webhook.tls import ServingKeys
 
 _log = logging.getLogger(__name__)
+
+
+MAX_BODY_BYTES = 3 * 1024 * 1024 + 64 * 1024
+"""A review is at most what the API server accepts in a request (3 MiB), plus its envelope."""
+CONNECTION_SECONDS = 5.0
+"""For a TLS handshake, and then for each read of the request: the API server gives up on the
+webhook after its `timeoutSeconds` (5 here) anyway."""
+MAX_CONNECTIONS = 256
+"""Connections served at once; more are closed at once rather than queued."""
+
+
+class _TlsServer(ThreadingHTTPServer):
+    """Accepts plain TCP and does the TLS handshake in the connection's own thread, with a
+    timeout: done in the accept loop, one client that connects and sends nothing held up every
+    other admission request."""
+
+    daemon_threads = True
+
+    def __init__(
+        self,
+        address: tuple[str, int],
+        handler: type[BaseHTTPRequestHandler],
+        context: ssl.SSLContext,
+    ) -> None:
+        super().__init__(address, handler)
+        self.context = context
+        self.slots = threading.BoundedSemaphore(MAX_CONNECTIONS)
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        if not self.slots.acquire(blocking=False):
+            self.shutdown_request(request)  # full: the API server retries or ignores
+            return
+        super().process_request(request, client_address)
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        try:
+            request.settimeout(CONNECTION_SECONDS)
+            try:
+                tls = self.context.wrap_socket(request, server_side=True)
+            except (OSError, ValueError):  # a failed or timed-out handshake: nothing to answer
+                self.shutdown_request(request)
+                return
+            super().process_request_thread(tls, client_address)
+        finally:
+            self.slots.release()
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """One log line, where the standard library prints a traceback to stderr."""
+        _log.warning("webhook connection ended early: %s", one_line(sys.exc_info()[1], 200))
 
 
 class WebhookServer:
@@ -55,19 +105,36 @@ class WebhookServer:
         self.load(keys)
 
         class Handler(BaseHTTPRequestHandler):
+            timeout = CONNECTION_SECONDS
+
             def log_message(self, format: str, *args: Any) -> None:
                 """Quiet: one line per pod creation would drown the log."""
 
             def do_POST(self) -> None:
-                length = int(self.headers.get("Content-Length", 0))
-                try:
-                    review = json.loads(self.rfile.read(length))
-                    body = review_response(review, hints, now)
-                except (ValueError, AttributeError) as error:
-                    _log.warning("malformed admission review: %s", error)
-                    self.send_response(400)
-                    self.end_headers()
+                if self.path.partition("?")[0] != "/mutate":
+                    self.send_error(404)
                     return
+                self._answer(review_response(self._review(), hints, now))
+
+            def _review(self) -> Any:
+                """The review sent, or None when it cannot be read: too large, cut short, not
+                JSON. Such a request is still answered, "allowed, unchanged"."""
+                try:
+                    length = int(self.headers.get("Content-Length", ""))
+                except ValueError:
+                    length = -1
+                if not 0 <= length <= MAX_BODY_BYTES:
+                    _log.warning("admission review refused unread: Content-Length %s", length)
+                    self.close_connection = True
+                    return None
+                try:
+                    return json.loads(self.rfile.read(length))
+                except (OSError, ValueError) as error:
+                    _log.warning("malformed admission review: %s", one_line(error, 200))
+                    self.close_connection = True
+                    return None
+
+            def _answer(self, body: dict[str, Any]) -> None:
                 payload = json.dumps(body).encode()
                 self.send_response(200)
                 self.send_header("Content-Type", "application/json")
@@ -75,9 +142,7 @@ class WebhookServer:
                 self.end_headers()
                 self.wfile.write(payload)
 
-        self.server = ThreadingHTTPServer((address, port), Handler)
-        self.server.daemon_threads = True
-        self.server.socket = self._context.wrap_socket(self.server.socket, server_side=True)
+        self.server = _TlsServer((address, port), Handler, self._context)
         self.port = self.server.server_port
 
     def load(self, keys: ServingKeys) -> None:
