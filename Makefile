@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 # harness/ and bench/ are not packaged: they import from the checkout.
 export PYTHONPATH := $(CURDIR)
 
-.PHONY: test lint demo plan-example bench bench-modes bench-quality bench-scale soak prometheus binaries cluster-up cluster-down clean
+.PHONY: test lint demo plan-example bench bench-modes bench-quality bench-scale bench-webhook soak prometheus binaries cluster-up cluster-down clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -55,6 +55,11 @@ bench-quality: $(STAMP)
 # writes bench/results/scale.{md,json,png}.
 bench-scale: $(STAMP)
 	$(BIN)/python bench/scale.py
+
+# The webhook under load on loopback: latency with 200 silent connections open, RSS under a
+# 3 MiB review, the answer when the API server hangs; writes bench/results/webhook.{md,json}.
+bench-webhook: $(STAMP)
+	$(BIN)/python bench/webhook.py
 
 # Evict against migrate on the live control plane; writes bench/results/modes.{md,json}.
 bench-modes: $(STAMP) prometheus binaries

@@ -284,7 +284,9 @@ def _start_webhook(api: ApiClient, args: argparse.Namespace) -> WebhookServer:
         if not getattr(args, flag):
             option = "--" + flag.replace("_", "-")
             raise InputError(f"run: --webhook-port needs {option} NAMESPACE/NAME")
-    hints = HintStore(api, *parse_reference(args.hints_configmap, "--hints-configmap"))
+    # Its own client, retrying nothing: a review is answered within the API server's timeout.
+    unretried = api_client(args.kubeconfig, retry_reads=False)
+    hints = HintStore(unretried, *parse_reference(args.hints_configmap, "--hints-configmap"))
     secret = parse_reference(args.webhook_secret, "--webhook-secret")
 
     issued = args.webhook_certificates == "issued"

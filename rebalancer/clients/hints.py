@@ -19,8 +19,8 @@ from rebalancer.errors import SourceUnavailableError
 from rebalancer.planning.landing import Hint
 
 HINTS_KEY = "hints.json"
-HINT_CALL_SECONDS = 2.0
-"""Per API call: the webhook answers within the API server's 5 s, a pod left unsteered if not."""
+HINT_CALL_SECONDS = 1.0
+"""Per API call: a review waits for at most one hint read before it is answered unchanged."""
 _T = TypeVar("_T")
 
 

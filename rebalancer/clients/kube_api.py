@@ -26,11 +26,13 @@ _PAGE_SIZE = 500
 _REQUEST_TIMEOUT_SECONDS = 60
 
 
-def api_client(kubeconfig: str | None) -> client.ApiClient:
+def api_client(kubeconfig: str | None, *, retry_reads: bool = True) -> client.ApiClient:
     """In-cluster config when no kubeconfig is given and we run in a pod, else the kubeconfig.
 
     Reads (GET, LIST) are retried with backoff on 429, 5xx and dropped connections; writes are
     not, because a 429 on an eviction is the PDB's answer, to be respected, not repeated.
+    Without `retry_reads` nothing is retried: for the webhook, which must answer the API server
+    within its timeout rather than wait for an API server that hangs.
     """
     configuration = client.Configuration()
     try:
@@ -48,11 +50,15 @@ def api_client(kubeconfig: str | None) -> client.ApiClient:
     except (ConfigException, OSError, TypeError) as error:
         where = kubeconfig or "default kubeconfig"
         raise InputError(f"{where}: cannot load Kubernetes config ({error})") from None
-    configuration.retries = Retry(
-        total=4,
-        backoff_factor=0.5,
-        status_forcelist=(429, 500, 502, 503, 504),
-        allowed_methods=frozenset({"GET"}),
+    configuration.retries = (
+        Retry(
+            total=4,
+            backoff_factor=0.5,
+            status_forcelist=(429, 500, 502, 503, 504),
+            allowed_methods=frozenset({"GET"}),
+        )
+        if retry_reads
+        else False
     )
     return client.ApiClient(configuration)
 
