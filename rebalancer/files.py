@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import yaml
 from pydantic import BaseModel, ValidationError
@@ -52,10 +52,36 @@ def _is_union_tag(part: int | str) -> bool:
     return isinstance(part, str) and (part in _UNION_TAGS or "[" in part)
 
 
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """YAML's safe loader, refusing a mapping that names a key twice: PyYAML keeps the last, so a
+    policy saying `mode: dry-run` and, further down, `mode: evict` would load as evict."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: set[Any] = set()
+        for key_node, _value in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                continue
+            key = self.construct_object(key_node, deep=True)
+            try:
+                repeated = key in seen
+                seen.add(key)
+            except TypeError:
+                continue  # unhashable: the base class says so
+            if repeated:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"duplicate key {key!r}", key_node.start_mark
+                )
+        return super().construct_mapping(node, deep)
+
+
 def parse_yaml_model(model: type[Model], text: str, origin: str, what: str) -> Model:
     """YAML text validated into `model`; an empty document is an empty mapping."""
     try:
-        document = yaml.safe_load(text)
+        document = yaml.load(text, Loader=_UniqueKeyLoader)
+    except yaml.constructor.ConstructorError as error:
+        mark = error.problem_mark
+        where = f" line {mark.line + 1}:" if mark is not None else ""
+        raise InputError(f"{origin}:{where} {one_line(error.problem, 200)}") from None
     except yaml.YAMLError as error:
         mark = getattr(error, "problem_mark", None)
         where = f" line {mark.line + 1}" if mark is not None else ""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+import socket
 import threading
 import time
 import urllib.error
@@ -148,3 +149,13 @@ def test_readyz_turns_unready_only_after_errors_in_a_row() -> None:
     finally:
         server.shutdown()
     assert statuses == [200, 200, 200, 200, 503]
+
+
+def test_the_metrics_server_lets_a_silent_client_go() -> None:
+    server = serve(CollectorRegistry(), 0, lambda: True, "127.0.0.1", read_seconds=0.2)
+    try:
+        with socket.create_connection(("127.0.0.1", server.server_port)) as silent:
+            silent.settimeout(10)
+            assert silent.recv(1) == b""  # closed by the server, not by this client's timeout
+    finally:
+        server.shutdown()

@@ -164,6 +164,31 @@ traffic:
         ),
         pytest.param("mode: [", "p.yaml: line 1 not valid YAML", id="bad-yaml"),
         pytest.param("- a\n- b", "p.yaml: a policy is a mapping, got list", id="not-a-mapping"),
+        pytest.param(
+            "mode: dry-run\nlimits: {per_cycle: 1}\nmode: evict",
+            "p.yaml: line 3: duplicate key 'mode'",
+            id="duplicate-key",
+        ),
+        pytest.param(
+            "limits: {per_cycle: 1, per_cycle: 2}",
+            "p.yaml: line 1: duplicate key 'per_cycle'",
+            id="duplicate-nested-key",
+        ),
+        pytest.param(
+            "traffic: {source: hubble, timeout_seconds: .inf}",
+            "p.yaml: traffic.timeout_seconds: Input should be a finite number",
+            id="infinite-timeout",
+        ),
+        pytest.param(
+            "thresholds: {min_gain: .nan}",
+            "p.yaml: thresholds.min_gain: Input should be a finite number",
+            id="nan-threshold",
+        ),
+        pytest.param(
+            "strategies: [{name: split-peers, args: {min_share: .inf}}]",
+            "p.yaml: strategies.0.args.min_share: Input should be a finite number",
+            id="infinite-strategy-arg",
+        ),
     ],
 )
 def test_bad_policy_gives_one_line_naming_the_field(text: str, message: str) -> None:

@@ -169,6 +169,21 @@ def _second_init_container_asks(memory: str) -> Callable[[dict[str, Any]], None]
             "invalid quantity '2 GB'",
         ),
         (
+            b.k8s_list([b.pod("p", "n1", None, cpu="Infinity")]),
+            "s.json: items[0] (Pod p): spec.containers[0].resources.requests.cpu: "
+            "invalid quantity 'Infinity'",
+        ),
+        (
+            b.k8s_list([b.pod("p", "n1", None, cpu="1e999999")]),
+            "s.json: items[0] (Pod p): spec.containers[0].resources.requests.cpu: "
+            "invalid quantity '1e999999'",
+        ),
+        (
+            b.k8s_list([b.pod("p", "n1", None, cpu="1e400")]),
+            "s.json: items[0] (Pod p): spec.containers[0].resources.requests.cpu: "
+            "invalid quantity '1e400'",
+        ),
+        (
             b.k8s_list([{"kind": "Pod", "metadata": {"name": "p", "labels": ["x"]}}]),
             "s.json: items[0] (Pod p): metadata.labels: expected `object | null`, got `array`",
         ),
@@ -182,6 +197,9 @@ def _second_init_container_asks(memory: str) -> Callable[[dict[str, Any]], None]
         "item-not-object",
         "bad-quantity",
         "bad-init-quantity",
+        "infinite-quantity",
+        "huge-quantity",
+        "past-a-float-quantity",
         "wrong-type",
         "unnamed",
     ],

@@ -15,6 +15,9 @@ from kubernetes.utils import parse_quantity
 
 REFUSED = (ValueError, TypeError, InvalidOperation)
 """What `whole_units` raises for a value that is no quantity."""
+_LARGEST = Decimal(10) ** 24
+"""More than any node has of anything (a yottabyte, 10^21 cores): a quantity past it, or not
+finite ("Infinity", "1e999999"), is refused rather than counted."""
 
 
 def whole_units(raw: str | int | float, scale: int) -> int:
@@ -25,7 +28,10 @@ def whole_units(raw: str | int | float, scale: int) -> int:
 
 
 def _scaled(raw: Any, scale: int) -> int:
-    return math.ceil(Decimal(parse_quantity(raw)) * scale)  # type: ignore[no-untyped-call]
+    value = Decimal(parse_quantity(raw))  # type: ignore[no-untyped-call]
+    if not value.is_finite() or abs(value) > _LARGEST:
+        raise ValueError(f"quantity out of range: {raw!r}")
+    return math.ceil(value * scale)
 
 
 _scaled_text = functools.lru_cache(maxsize=4096)(_scaled)

@@ -24,7 +24,9 @@ Location = tuple[str | None, ...]
 class TopologyLevel(BaseModel):
     """One level of the network hierarchy, from a node label."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
+    model_config = ConfigDict(
+        extra="forbid", frozen=True, use_attribute_docstrings=True, allow_inf_nan=False
+    )
 
     name: Annotated[str, Field(min_length=1, pattern=r"^[a-z0-9][a-z0-9-]*$")]
     """How strategies, limits and metrics refer to the level, for example `rack`."""

@@ -117,6 +117,11 @@ class ControllerMetrics:
             self.monthly_cost.labels(currency, when).set(figures.monthly_cross_zone_cost)
 
 
+READ_SECONDS = 5.0
+"""For each read of a request: a client that connects and sends nothing is let go then, not held
+on to by a thread for good."""
+
+
 class _QuietHandler(WSGIRequestHandler):
     def log_message(self, format: str, *args: Any) -> None:
         """Scrapes every few seconds would drown the JSON log."""
@@ -127,7 +132,11 @@ class _ThreadingServer(ThreadingMixIn, WSGIServer):
 
 
 def serve(
-    registry: CollectorRegistry, port: int, ready: Callable[[], bool], address: str = "0.0.0.0"
+    registry: CollectorRegistry,
+    port: int,
+    ready: Callable[[], bool],
+    address: str = "0.0.0.0",
+    read_seconds: float = READ_SECONDS,
 ) -> WSGIServer:
     """/metrics, /healthz (the process answers) and /readyz (a cycle could act), in a thread."""
     metrics_app = make_wsgi_app(registry)
@@ -143,6 +152,9 @@ def serve(
         start_response(status, [("Content-Type", "text/plain")])
         return [status.encode()]
 
-    server = make_server(address, port, app, _ThreadingServer, handler_class=_QuietHandler)
+    class Handler(_QuietHandler):
+        timeout = read_seconds
+
+    server = make_server(address, port, app, _ThreadingServer, handler_class=Handler)
     threading.Thread(target=server.serve_forever, name="metrics", daemon=True).start()
     return server

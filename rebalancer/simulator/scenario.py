@@ -30,7 +30,7 @@ Name = Annotated[str, Field(pattern=_NAME, max_length=50)]
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
 class NodeGrid(_Strict):

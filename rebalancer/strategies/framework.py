@@ -22,7 +22,9 @@ from rebalancer.cost.model import CostModel
 class StrategyArgs(BaseModel):
     """Args shared by every strategy; each strategy extends it with its own, with defaults."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
+    model_config = ConfigDict(
+        extra="forbid", frozen=True, use_attribute_docstrings=True, allow_inf_nan=False
+    )
 
     level: str = "zone"
     """The topology level, by name, at which the strategy judges placements."""
