@@ -41,7 +41,7 @@ from rebalancer.errors import InputError, SourceUnavailableError
 from rebalancer.planning.cycle import CycleOutcome, collector_paused, plan_cycle
 from rebalancer.planning.report import outcome_json, outcome_table
 from rebalancer.planning.state import PlannerState
-from rebalancer.simulator.plots import plot_over_cycles, require_matplotlib
+from rebalancer.simulator.plots import plot_over_cycles, require_plotting
 from rebalancer.simulator.results import result_json, result_table
 from rebalancer.simulator.run import DEFAULT_POLICY, simulate
 from rebalancer.simulator.scenario import Scenario, load_scenario
@@ -210,7 +210,12 @@ def _plan(args: argparse.Namespace) -> int:
         persistence_required=None if args.state else 1,
     )
     if args.state is not None:
-        args.state.write_text(outcome.state.model_dump_json(indent=2), encoding="utf-8")
+        try:
+            args.state.write_text(outcome.state.model_dump_json(indent=2), encoding="utf-8")
+        except OSError as error:
+            raise InputError(
+                f"{args.state}: cannot write planner state ({error.strerror})"
+            ) from None
     _print(outcome, policy, args.output)
     if outcome.failure is not None:
         return (
@@ -243,7 +248,7 @@ def _simulate(args: argparse.Namespace) -> int:
     if args.cycles < 1:
         raise InputError(f"simulate: --cycles must be at least 1, got {args.cycles}")
     if args.plot is not None:
-        require_matplotlib(args.plot)
+        require_plotting(args.plot)
     scenario = load_scenario(args.scenario)
     policy = load_policy(args.policy) if args.policy else parse_policy(DEFAULT_POLICY, "built-in")
     result = simulate(

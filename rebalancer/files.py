@@ -23,6 +23,10 @@ def read_text(path: Path, what: str) -> str:
         return path.read_text(encoding="utf-8")
     except OSError as error:
         raise InputError(f"{path}: cannot read {what} ({error.strerror})") from None
+    except UnicodeDecodeError as error:
+        raise InputError(
+            f"{path}: cannot read {what} (not UTF-8 text: byte {error.start})"
+        ) from None
 
 
 def read_bytes(path: Path, what: str) -> bytes:

@@ -158,3 +158,69 @@ def test_unreachable_prometheus_exits_3_and_plans_nothing(
     assert json.loads(out)["moves"] == []
     assert json.loads(out)["error"]["reason"] == "unreachable"
     assert "no moves: traffic unreachable" in err
+
+
+def _traffic_with_invalid_utf8() -> bytes:
+    body = (DEMO / "traffic.json").read_bytes()
+    at = body.index(b'"source_pod"') + len(b'"source_pod": "')
+    return body[:at] + b"\xff\xfe" + body[at:]
+
+
+SCALAR = b'{"status": "success", "data": {"resultType": "scalar", "result": [1, "2"]}}'
+DEEP = b'{"kind": "List", "items": [{"kind": "Pod", "metadata": {"name": "p", "annotations": '
+DEEP += b'{"a": ' + b"[" * 5000 + b"]" * 5000 + b"}}}]}"
+
+
+@pytest.mark.parametrize(
+    ("flag", "content", "message"),
+    [
+        ("--policy", "\ufeffmode: evict\n".encode("utf-16"), "cannot read policy (not UTF-8 text"),
+        ("--traffic", SCALAR, "not a Prometheus query response (expected a vector, got scalar)"),
+        ("--traffic", _traffic_with_invalid_utf8(), "data.result: Invalid UTF-8"),
+        ("--snapshot", DEEP, "not valid JSON (nested too deeply)"),
+        ("--kubeconfig", b"garbage: [\n", "cannot load Kubernetes config"),
+    ],
+    ids=[
+        "utf-16-policy",
+        "scalar-traffic",
+        "invalid-utf8-label",
+        "deep-snapshot",
+        "bad-kubeconfig",
+    ],
+)
+def test_inputs_that_raised_tracebacks_exit_2_with_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], flag: str, content: bytes, message: str
+) -> None:
+    path = tmp_path / "input"
+    path.write_bytes(content)
+    args = list(DEMO_ARGS)
+    if flag == "--kubeconfig":
+        args[args.index("--snapshot") : args.index("--snapshot") + 2] = [flag, str(path)]
+    else:
+        args[args.index(flag) + 1] = str(path)
+    code, _out, err = run(args, capsys)
+    assert code == 2
+    assert err.startswith(f"rebalancer: {path}: ") and message in err
+    assert err.count("\n") == 1
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        [*DEMO_ARGS, "--state", "{missing}/state.json"],
+        [
+            "simulate",
+            str(DEMO.parent / "scenarios" / "chatty-pair.yaml"),
+            "--plot",
+            "{missing}/p.png",
+        ],
+    ],
+    ids=["state", "plot"],
+)
+def test_outputs_into_a_missing_folder_exit_2_with_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], args: list[str]
+) -> None:
+    missing = tmp_path / "absent"
+    code, _out, err = run([arg.format(missing=missing) for arg in args], capsys)
+    assert code == 2
+    assert err.startswith(f"rebalancer: {missing}/") and err.count("\n") == 1

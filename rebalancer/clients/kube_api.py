@@ -10,6 +10,7 @@ import json
 from collections.abc import Callable
 from typing import Any
 
+import yaml
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 from kubernetes.config.config_exception import ConfigException
@@ -18,7 +19,7 @@ from urllib3.util.retry import Retry
 
 from rebalancer.cluster.model import Snapshot
 from rebalancer.cluster.parse import parse_items
-from rebalancer.errors import InputError, SourceUnavailableError
+from rebalancer.errors import InputError, SourceUnavailableError, one_line
 
 ApiClient = client.ApiClient
 """The API client the clients share, named here so the layers above need not import kubernetes."""
@@ -47,9 +48,10 @@ def api_client(kubeconfig: str | None, *, retry_reads: bool = True) -> client.Ap
             config.load_kube_config(  # type: ignore[no-untyped-call]
                 config_file=kubeconfig, client_configuration=configuration
             )
-    except (ConfigException, OSError, TypeError) as error:
+    except (ConfigException, OSError, TypeError, ValueError, yaml.YAMLError) as error:
         where = kubeconfig or "default kubeconfig"
-        raise InputError(f"{where}: cannot load Kubernetes config ({error})") from None
+        problem = one_line(getattr(error, "problem", None) or error, 200)
+        raise InputError(f"{where}: cannot load Kubernetes config ({problem})") from None
     configuration.retries = (
         Retry(
             total=4,

@@ -252,6 +252,8 @@ def decode_snapshot(body: bytes, origin: str) -> Snapshot:
         return parse_snapshot(_decoded(body, origin), origin)
     except msgspec.DecodeError as error:
         raise _not_json(error, origin) from None
+    except RecursionError:
+        raise InputError(f"{origin}: not valid JSON (nested too deeply)") from None
     return _snapshot_of(listed, origin)
 
 
@@ -260,6 +262,8 @@ def _decoded(body: bytes, origin: str) -> Any:
         return msgspec.json.decode(body)
     except msgspec.DecodeError as error:
         raise _not_json(error, origin) from None
+    except RecursionError:
+        raise InputError(f"{origin}: not valid JSON (nested too deeply)") from None
 
 
 def _not_json(error: msgspec.DecodeError, origin: str) -> InputError:

@@ -22,7 +22,7 @@ def plot_over_cycles(
     ylabel: str,
 ) -> None:
     """One line per series against the cycle number, saved as a PNG."""
-    require_matplotlib(path)
+    require_plotting(path)
     import matplotlib  # noqa: PLC0415
 
     matplotlib.use("Agg")
@@ -39,15 +39,22 @@ def plot_over_cycles(
     axes.legend()
     axes.grid(alpha=0.3)
     figure.tight_layout()
-    figure.savefig(path, dpi=110)
-    plt.close(figure)
+    try:
+        figure.savefig(path, dpi=110)
+    except OSError as error:
+        raise InputError(f"{path}: cannot write the plot ({error.strerror})") from None
+    finally:
+        plt.close(figure)
 
 
-def require_matplotlib(path: Path) -> None:
-    """Refuse a plot at once, before any work is done for it, when the `sim` extra is missing."""
+def require_plotting(path: Path) -> None:
+    """Refuse a plot at once, before any work is done for it: without the `sim` extra, or into
+    a folder that is not there."""
     try:
         import matplotlib  # noqa: F401, PLC0415
     except ImportError:
         raise InputError(
             f"{path}: plots need matplotlib: pip install 'topology-rebalancer[sim]'"
         ) from None
+    if not path.parent.is_dir():
+        raise InputError(f"{path}: cannot write the plot (no folder {path.parent})")

@@ -67,13 +67,17 @@ def parse_answer(body: bytes, labels: tuple[str, ...] = ()) -> AnswerOrFailure:
         return TrafficFailure("bad-response", _located(error, "response"))
     except msgspec.DecodeError as error:
         return TrafficFailure("bad-response", f"not valid JSON ({one_line(error, _DETAIL_LIMIT)})")
+    except RecursionError:
+        return TrafficFailure("bad-response", "not valid JSON (nested too deeply)")
     if answer.status != "success":
         reason: FailureReason = "bad-query" if answer.errorType == "bad_data" else "bad-response"
         error_text = one_line(answer.error, _DETAIL_LIMIT)
         return TrafficFailure(reason, f"{one_line(answer.errorType, _DETAIL_LIMIT)}: {error_text}")
     if answer.data is None:
         return TrafficFailure("bad-response", "data.result is missing")
-    if answer.data.resultType not in ("vector", "scalar"):
+    if answer.data.resultType not in ("vector", "scalar") or (
+        answer.data.resultType == "scalar" and labels
+    ):  # a scalar dates an answer; it names no pair
         return TrafficFailure(
             "bad-response",
             f"expected a vector, got {one_line(answer.data.resultType, _DETAIL_LIMIT)}",
@@ -93,6 +97,10 @@ def parse_answer(body: bytes, labels: tuple[str, ...] = ()) -> AnswerOrFailure:
             texts = list(map(_SECOND, map(_VALUE, series)))
     except msgspec.ValidationError as error:
         return TrafficFailure("bad-response", _located(error, "data.result"))
+    except msgspec.DecodeError as error:  # invalid UTF-8 in a label, say
+        return TrafficFailure("bad-response", f"data.result: {one_line(error, _DETAIL_LIMIT)}")
+    except RecursionError:
+        return TrafficFailure("bad-response", "data.result: nested too deeply")
     rates = _rates_one_by_one(texts)
     if isinstance(rates, TrafficFailure):
         return rates
@@ -109,7 +117,7 @@ def _vector_read_fast(result: msgspec.Raw, labels: tuple[str, ...]) -> list[Samp
     call per series."""
     try:
         series = _series_decoder(tuple(dict.fromkeys(labels)), lax=True).decode(result)
-    except msgspec.ValidationError:
+    except (msgspec.DecodeError, RecursionError):  # ValidationError among them: read strictly
         return None
     rates = list(map(_SECOND, map(_VALUE, series)))
     checked = np.fromiter(rates, np.float64, len(rates))
