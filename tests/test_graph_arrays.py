@@ -24,10 +24,11 @@ def _view() -> ClusterView:
         b.node("node-no-rack", zone="a"),
         b.node("node-no-zone", rack="r1"),
     ]
-    pods = [
+    names = [node["metadata"]["name"] for node in nodes]
+    pods = [  # three workloads, two pods of one of them on each node
         pod
-        for index, node in enumerate(nodes)
-        for pod in b.deployment_pods(f"app{index % 3}", [node["metadata"]["name"]] * 2)
+        for app in range(3)
+        for pod in b.deployment_pods(f"app{app}", [name for name in names[app::3] for _ in "xy"])
     ]
     snapshot = snapshot_of([*nodes, *pods])
     chance = random.Random(7)

@@ -277,3 +277,78 @@ def test_pods_read_before_are_kept_while_their_object_and_replicaset_owner_are_t
         WorkloadRef("Deployment", "default", "site")
     }
     assert repr(adopted) == repr(parse_items(items, "cache"))
+
+
+def _with_uid(uid: str) -> Callable[[b.Obj], None]:
+    def mutate(pod: b.Obj) -> None:
+        pod["metadata"]["uid"] = uid
+
+    return mutate
+
+
+def _skew(max_skew: int) -> Callable[[b.Obj], None]:
+    def mutate(pod: b.Obj) -> None:
+        constraint = {"maxSkew": max_skew, "topologyKey": b.ZONE_LABEL}
+        pod["spec"]["topologySpreadConstraints"] = [constraint]
+
+    return mutate
+
+
+@pytest.mark.parametrize(
+    ("items", "message"),
+    [
+        (
+            [b.pod("p", "n1", None, cpu="-100m")],
+            "s.json: items[0] (Pod p): spec.containers[0].resources.requests.cpu: "
+            "invalid quantity '-100m'",
+        ),
+        (
+            [b.node("n1", "a", cpu="-8")],
+            "s.json: items[0] (Node n1): status.allocatable.cpu: invalid quantity '-8'",
+        ),
+        (
+            [b.deployment("web", -3)],
+            "s.json: items[0] (Deployment web): spec.replicas: expected `int` >= 0",
+        ),
+        (
+            [b.pdb("web", {"app": "web"}, -1)],
+            "s.json: items[0] (PodDisruptionBudget web): status.disruptionsAllowed: "
+            "expected `int` >= 0",
+        ),
+        (
+            [b.pod("p", "n1", None, mutate=_skew(0))],
+            "s.json: items[0] (Pod p): spec.topologySpreadConstraints[0].maxSkew: "
+            "expected `int` >= 1",
+        ),
+        ([b.node("n1", "a"), b.node("n1", "b")], "s.json: Node n1 is listed twice"),
+        ([b.pod("p", "n1", None), b.pod("p", "n1", None)], "s.json: Pod default/p is listed twice"),
+        (
+            [
+                b.pod("p", "n1", None, mutate=_with_uid("u")),
+                b.pod("q", "n1", None, mutate=_with_uid("u")),
+            ],
+            "s.json: Pods default/p and default/q share uid u",
+        ),
+    ],
+    ids=[
+        "negative-request",
+        "negative-allocatable",
+        "negative-replicas",
+        "negative-disruptions-allowed",
+        "zero-max-skew",
+        "node-twice",
+        "pod-twice",
+        "shared-uid",
+    ],
+)
+@pytest.mark.parametrize("given_as", ["decoded", "bytes"])
+def test_data_no_api_server_hands_over_is_refused_naming_the_object(
+    items: list[b.Obj], message: str, given_as: str
+) -> None:
+    document = b.k8s_list(items)
+    with pytest.raises(InputError) as raised:
+        if given_as == "decoded":
+            parse_snapshot(document, "s.json")
+        else:
+            decode_snapshot(json.dumps(document).encode(), "s.json")
+    assert str(raised.value) == message

@@ -8,13 +8,13 @@ names the item and the field.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import msgspec
 
+from rebalancer.cluster.doubts import item_error, misread, refuse_duplicates
 from rebalancer.cluster.model import (
     Node,
     Pdb,
@@ -60,8 +60,7 @@ class _Reader:
     def request(
         self, field: str, index: int, resource: str, raw: str | int | float, scale: int
     ) -> int:
-        """`whole`, for a container's request, its path put together only for an error: every
-        pod has requests, and few are wrong."""
+        """`whole`, for a container's request, its path put together only for an error."""
         try:
             return whole_units(raw, scale)
         except REFUSED:
@@ -238,7 +237,7 @@ def parse_snapshot(document: Any, origin: str) -> Snapshot:
     try:
         listed = msgspec.convert(document, WireList)
     except msgspec.ValidationError as error:
-        raise _misread(error, origin, document["items"]) from None
+        raise misread(error, origin, document["items"]) from None
     return _snapshot_of(listed, origin)
 
 
@@ -275,34 +274,6 @@ def _snapshot_of(listed: WireList, origin: str) -> Snapshot:
     return parse_items([(item, item.kind or list_kind) for item in listed.items], origin)
 
 
-def _misread(error: msgspec.ValidationError, origin: str, items: list[Any]) -> InputError:
-    """The error about a List's field, with the object it is in named as in every other error
-    about one: "origin: items[3] (Pod web-1): metadata.name: expected `str`, got `int`"."""
-    path, problem = where_and_what(error)
-    found = re.fullmatch(r"\.items\[(\d+)\]\.?(.*)", path)
-    if found is None:
-        return InputError(f"{origin}: {path.lstrip('.') or 'the List'}: {problem}")
-    index = int(found.group(1))
-    return _item_error(f"{origin}: items[{index}]", items[index], found.group(2), problem)
-
-
-def _item_error(where: str, item: Any, field_path: str, problem: str) -> InputError:
-    if not field_path:
-        return InputError(f"{where}: {problem}")
-    return InputError(f"{where}{_naming(item)}: {field_path}: {problem}")
-
-
-def _naming(item: Any) -> str:
-    """ " (Pod web-1)" for an item whose kind and name are readable, else nothing."""
-    if not isinstance(item, Mapping):
-        return ""
-    metadata = item.get("metadata")
-    name = metadata.get("name") if isinstance(metadata, Mapping) else None
-    kind = item.get("kind")
-    named = [text for text in (kind, name) if isinstance(text, str) and text]
-    return f" ({' '.join(named)})" if named else ""
-
-
 _ReadPod = tuple[WireObject, tuple[str, str] | None, Pod]
 """An object, the owner of its ReplicaSet then, and the pod read from them."""
 
@@ -327,6 +298,7 @@ def parse_items(
     snapshot = Snapshot()
     replicaset_owners: dict[tuple[str, str], tuple[str, str] | None] = {}
     pods: list[tuple[int, WireObject]] = []
+    node_names: list[str] = []
     for index, (raw, kind) in enumerate(items):
         item = raw if type(raw) is WireObject else _converted(raw, f"{origin}: items[{index}]")
         metadata = item.metadata or NO_METADATA
@@ -337,6 +309,7 @@ def parse_items(
         if kind == "Node":
             node = _parse_node(reader, item)
             snapshot.nodes[node.name] = node
+            node_names.append(node.name)
         elif kind == "PodDisruptionBudget":
             snapshot.pdbs.append(_parse_pdb(item))
         elif kind == "ReplicaSet":
@@ -354,6 +327,7 @@ def parse_items(
         snapshot.pods[pod.key] = pod
         if pod.workload is not None and pod.workload not in snapshot.workloads:
             snapshot.workloads[pod.workload] = Workload(pod.workload, None, {})
+    refuse_duplicates(origin, snapshot, node_names, [pod for _i, _o, pod in read_now.values()])
     if pods_read is not None:
         pods_read.by_object = read_now
     return snapshot
@@ -396,4 +370,4 @@ def _converted(raw: Any, where: str) -> WireObject:
         return msgspec.convert(raw, WireObject)
     except msgspec.ValidationError as error:
         path, problem = where_and_what(error)
-        raise _item_error(where, raw, path.lstrip("."), problem) from None
+        raise item_error(where, raw, path.lstrip("."), problem) from None

@@ -16,8 +16,8 @@ from kubernetes.utils import parse_quantity
 REFUSED = (ValueError, TypeError, InvalidOperation)
 """What `whole_units` raises for a value that is no quantity."""
 _LARGEST = Decimal(10) ** 24
-"""More than any node has of anything (a yottabyte, 10^21 cores): a quantity past it, or not
-finite ("Infinity", "1e999999"), is refused rather than counted."""
+"""More than any node has of anything (a yottabyte, 10^21 cores): a quantity past it, below
+zero, or not finite ("Infinity", "1e999999"), is refused rather than counted."""
 
 
 def whole_units(raw: str | int | float, scale: int) -> int:
@@ -29,7 +29,7 @@ def whole_units(raw: str | int | float, scale: int) -> int:
 
 def _scaled(raw: Any, scale: int) -> int:
     value = Decimal(parse_quantity(raw))  # type: ignore[no-untyped-call]
-    if not value.is_finite() or abs(value) > _LARGEST:
+    if not value.is_finite() or not 0 <= value <= _LARGEST:  # the API server refuses negatives
         raise ValueError(f"quantity out of range: {raw!r}")
     return math.ceil(value * scale)
 

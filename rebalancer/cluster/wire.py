@@ -8,7 +8,7 @@ field may be null.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
 import msgspec
 
@@ -16,6 +16,7 @@ import msgspec
 # field name means different things in two kinds). msgspec decodes JSON, or converts the API
 # client's dicts, into these in C, skipping everything else (managedFields, templates, most of
 # status), and names the path of a field of the wrong type. An optional field may be null.
+# A value the API server itself would refuse (negative replicas, a maxSkew of 0) is refused too.
 
 
 class WireOwnerReference(msgspec.Struct):
@@ -71,7 +72,7 @@ class WireAffinity(msgspec.Struct):
 
 
 class WireSpreadConstraint(msgspec.Struct):
-    maxSkew: int = 1  # noqa: N815
+    maxSkew: Annotated[int, msgspec.Meta(ge=1)] = 1  # noqa: N815
     topologyKey: str = ""  # noqa: N815
     whenUnsatisfiable: str = "DoNotSchedule"  # noqa: N815
     labelSelector: dict[str, Any] | None = None  # noqa: N815
@@ -100,7 +101,7 @@ class WireSpec(msgspec.Struct):
     unschedulable: bool | None = None
     # PodDisruptionBudget, and the workloads
     selector: dict[str, Any] | None = None
-    replicas: int | None = None
+    replicas: Annotated[int, msgspec.Meta(ge=0)] | None = None
 
 
 class WireCondition(msgspec.Struct):
@@ -112,7 +113,7 @@ class WireStatus(msgspec.Struct):
     phase: str | None = None
     conditions: list[WireCondition] | None = None
     allocatable: WireQuantities | None = None
-    disruptionsAllowed: int | None = None  # noqa: N815
+    disruptionsAllowed: Annotated[int, msgspec.Meta(ge=0)] | None = None  # noqa: N815
     observedGeneration: int | None = None  # noqa: N815
 
 
