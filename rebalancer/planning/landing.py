@@ -16,7 +16,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from rebalancer.cluster.model import Snapshot
+from rebalancer.cluster.model import Pod, Snapshot
 from rebalancer.planning.types import Move
 
 
@@ -84,6 +84,20 @@ def _created(timestamp: str) -> float:
         return 0.0
 
 
+def _made_since(pod: Pod | None, landing: Landing, claimed: set[str]) -> bool:
+    """A pod of the hint's controller, not yet claimed, created after the eviction
+    (creationTimestamp has whole seconds: the second of the eviction counts)."""
+    hint = landing.hint
+    return (
+        pod is not None
+        and pod.namespace == hint.namespace
+        and pod.controller_kind == hint.owner_kind
+        and pod.controller_name == hint.owner_name
+        and pod.key not in claimed
+        and _created(pod.created) >= int(landing.evicted_at)
+    )
+
+
 def judge(
     landings: list[Landing], snapshot: Snapshot, now: float
 ) -> tuple[list[Judged], list[Landing]]:
@@ -94,22 +108,13 @@ def judge(
     oldest_first = sorted(snapshot.pods.values(), key=lambda p: (_created(p.created), p.key))
     for landing in sorted(landings, key=lambda item: item.evicted_at):
         hint = landing.hint
-        made_since = [
-            pod
-            for pod in oldest_first
-            if pod.namespace == hint.namespace
-            and pod.controller_kind == hint.owner_kind
-            and pod.controller_name == hint.owner_name
-            and pod.key not in claimed
-            # Created after the eviction. creationTimestamp has whole seconds: allow the second
-            # of the eviction.
-            and _created(pod.created) >= int(landing.evicted_at)
-        ]
         # A StatefulSet's replacement has the evicted pod's own name: that one, when several
         # were made in one second, else the oldest.
-        replacement = next(
-            (pod for pod in made_since if pod.key == landing.evicted_pod),
-            made_since[0] if made_since else None,
+        namesake = snapshot.pods.get(landing.evicted_pod)
+        replacement = (
+            namesake
+            if _made_since(namesake, landing, claimed)
+            else next((pod for pod in oldest_first if _made_since(pod, landing, claimed)), None)
         )
         if replacement is not None and replacement.node_name in snapshot.nodes:
             claimed.add(replacement.key)
