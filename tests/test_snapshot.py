@@ -206,12 +206,17 @@ def _second_init_container_asks(memory: str) -> Callable[[dict[str, Any]], None]
 )
 @pytest.mark.parametrize("given_as", ["decoded", "bytes"])
 def test_malformed_snapshots_name_the_field(document: object, message: str, given_as: str) -> None:
+    assert _refusal(document, given_as) == message
+
+
+def _refusal(document: object, given_as: str) -> str:
+    """The error a List is refused with, read as a decoded document or as its JSON bytes."""
     with pytest.raises(InputError) as raised:
         if given_as == "decoded":
             parse_snapshot(document, "s.json")
         else:
             decode_snapshot(json.dumps(document).encode(), "s.json")
-    assert str(raised.value) == message
+    return str(raised.value)
 
 
 def test_objects_from_the_api_are_checked_one_by_one() -> None:
@@ -345,10 +350,4 @@ def _skew(max_skew: int) -> Callable[[b.Obj], None]:
 def test_data_no_api_server_hands_over_is_refused_naming_the_object(
     items: list[b.Obj], message: str, given_as: str
 ) -> None:
-    document = b.k8s_list(items)
-    with pytest.raises(InputError) as raised:
-        if given_as == "decoded":
-            parse_snapshot(document, "s.json")
-        else:
-            decode_snapshot(json.dumps(document).encode(), "s.json")
-    assert str(raised.value) == message
+    assert _refusal(b.k8s_list(items), given_as) == message
