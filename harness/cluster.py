@@ -16,6 +16,7 @@ import base64
 import contextlib
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -35,7 +36,7 @@ from kubernetes import client, config, utils
 
 from harness.certificates import Pki, make_pki
 from harness.paths import REPO
-from harness.process import Component, free_port, spawn, wait_until
+from harness.process import Component, free_port, spawn, stopped_by_signals, wait_until
 from harness.prometheus import PrometheusServer
 from rebalancer.clients.kube_api import list_raw
 from rebalancer.errors import InputError
@@ -469,39 +470,52 @@ def is_ready(pod: dict[str, Any]) -> bool:
 def local_cluster(workdir: Path) -> Iterator[LocalCluster]:
     """Start the control plane, yield it, and always stop every process."""
     urllib3.disable_warnings(urllib3.exceptions.InsecureRequestWarning)
-    cluster = LocalCluster(workdir=workdir, bin_dir=build_binaries())
-    cluster.start()
-    try:
-        yield cluster
-    finally:
-        cluster.stop()
+    with stopped_by_signals():
+        cluster = LocalCluster(workdir=workdir, bin_dir=build_binaries())
+        cluster.start()
+        try:
+            yield cluster
+        finally:
+            cluster.stop()
 
 
 def _up(workdir: Path, scenario_path: Path) -> None:
-    """Start everything detached, for hands-on use; `down` stops it from pids.json."""
+    """Start everything detached, for hands-on use; `down` stops it from pids.json. Each start
+    is fresh: etcd's data from the last run held the scenario's objects, and loading them again
+    failed with 409 Conflict."""
     workdir = workdir.resolve()
+    running = [name for name, pid in _recorded_pids(workdir).items() if _alive(pid)]
+    if running:
+        raise InputError(
+            f"a local cluster is still running in {workdir} ({', '.join(running)}): "
+            "stop it first (make cluster-down)"
+        )
     urllib3.disable_warnings(urllib3.exceptions.InsecureRequestWarning)
     scenario = load_scenario(scenario_path)
-    cluster = LocalCluster(workdir=workdir, bin_dir=build_binaries())
-    cluster.start()
-    try:
-        cluster.load_scenario(scenario)
-        port = free_port()
-        argv = [
-            sys.executable,
-            "-m",
-            "harness.exporter",
-            f"--kubeconfig={cluster.kubeconfig}",
-            f"--port={port}",
-            f"--scenario={scenario_path}",
-        ]
-        cluster.spawn("exporter", argv)
-        prometheus = PrometheusServer(workdir, [f"127.0.0.1:{port}"])
-        cluster.components["prometheus"] = prometheus.component
-        prometheus.wait_ready()
-    except BaseException:
-        cluster.stop()
-        raise
+    for state in ("etcd", "tsdb", "pki"):  # only what a run writes: the folder may be the user's
+        shutil.rmtree(workdir / state, ignore_errors=True)
+    with stopped_by_signals():
+        cluster = LocalCluster(workdir=workdir, bin_dir=build_binaries())
+        cluster.start()
+        try:
+            cluster.load_scenario(scenario)
+            port = free_port()
+            argv = [
+                sys.executable,
+                "-m",
+                "harness.exporter",
+                f"--kubeconfig={cluster.kubeconfig}",
+                f"--port={port}",
+                f"--scenario={scenario_path}",
+            ]
+            cluster.spawn("exporter", argv)
+            prometheus = PrometheusServer(workdir, [f"127.0.0.1:{port}"])
+            cluster.components["prometheus"] = prometheus.component
+            prometheus.wait_ready()
+        except BaseException:
+            cluster.stop()
+            (workdir / "pids.json").unlink(missing_ok=True)
+            raise
     (workdir / "pids.json").write_text(
         json.dumps({n: c.process.pid for n, c in cluster.components.items()})
     )
@@ -510,12 +524,19 @@ def _up(workdir: Path, scenario_path: Path) -> None:
     print(f"logs:       {workdir / 'logs'}")
 
 
+def _recorded_pids(workdir: Path) -> dict[str, int]:
+    try:
+        pids: dict[str, int] = json.loads((workdir / "pids.json").read_text())
+    except (OSError, ValueError):
+        return {}
+    return pids
+
+
 def _down(workdir: Path) -> None:
-    pids_file = workdir / "pids.json"
-    if not pids_file.exists():
+    pids = _recorded_pids(workdir)
+    if not pids:
         print("no local cluster is running")
         return
-    pids: dict[str, int] = json.loads(pids_file.read_text())
     for name, pid in reversed(list(pids.items())):
         with contextlib.suppress(ProcessLookupError):
             os.killpg(pid, signal.SIGTERM)
@@ -525,7 +546,7 @@ def _down(workdir: Path) -> None:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(pid, signal.SIGKILL)
         print(f"stopped {name}")
-    pids_file.unlink()
+    (workdir / "pids.json").unlink()
 
 
 def _alive(pid: int) -> bool:
@@ -549,8 +570,19 @@ def main() -> None:
             _up(args.workdir, args.scenario)
         else:
             _down(args.workdir)
-    except (InputError, RuntimeError, TimeoutError, subprocess.CalledProcessError) as error:
+    except KeyboardInterrupt:
+        print("cluster: stopped; every process it had started has been ended", file=sys.stderr)
+        sys.exit(130)
+    except (
+        InputError,
+        RuntimeError,
+        TimeoutError,
+        subprocess.CalledProcessError,
+    ) as error:
         print(f"cluster: {error}", file=sys.stderr)
+        sys.exit(1)
+    except client.ApiException as error:
+        print(f"cluster: the API server answered {error.status} {error.reason}", file=sys.stderr)
         sys.exit(1)
 
 

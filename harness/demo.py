@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import shutil
+import sys
 from pathlib import Path
 
 from harness.paths import EXAMPLES
@@ -91,6 +92,7 @@ def main() -> None:
         run(args.workdir, args.cycles)
     except KeyboardInterrupt:
         print("\nstopped; every process of the demo has been ended")
+        sys.exit(130)
 
 
 if __name__ == "__main__":

@@ -11,8 +11,10 @@ import random
 import signal
 import socket
 import subprocess
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
@@ -108,3 +110,29 @@ def spawn(name: str, argv: list[str], log_path: Path) -> Component:
     log = log_path.open("ab")
     process = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     return Component(name, process, log, log_path)
+
+
+@contextmanager
+def stopped_by_signals() -> Iterator[None]:
+    """Within the block, SIGTERM unwinds like Ctrl-C, so the `finally` clauses that stop our
+    servers run. Python's default for SIGTERM ends the process on the spot, and the servers,
+    each in its own session, lived on: `make soak` under a CI timeout left seven processes.
+    The first signal wins; later ones are ignored until the block ends, so a second Ctrl-C
+    cannot cut the clean-up short. Outside the main thread signals cannot be handled: no-op."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = {number: signal.getsignal(number) for number in (signal.SIGTERM, signal.SIGINT)}
+
+    def interrupt(number: int, _frame: object) -> None:
+        for each in previous:
+            signal.signal(each, signal.SIG_IGN)
+        raise KeyboardInterrupt(signal.Signals(number).name)
+
+    for number in previous:
+        signal.signal(number, interrupt)
+    try:
+        yield
+    finally:
+        for number, handler in previous.items():
+            signal.signal(number, handler)

@@ -402,10 +402,16 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=SoakSettings.seconds)
     parser.add_argument("--seed", type=int, default=SoakSettings.seed)
     parser.add_argument("--output", type=Path, help="write OUTPUT.md and OUTPUT.json")
+    parser.add_argument("--workdir", type=Path, help="for logs and state (default: a new temp dir)")
     args = parser.parse_args()
-    workdir = Path(tempfile.mkdtemp(prefix="soak-"))  # a fresh etcd and fresh logs every run
+    # a fresh etcd and fresh logs every run
+    workdir = args.workdir or Path(tempfile.mkdtemp(prefix="soak-"))
     print(f"control plane and controller logs: {workdir}", file=sys.stderr)
-    summary = run_soak(SoakSettings(seconds=args.seconds, seed=args.seed), workdir)
+    try:
+        summary = run_soak(SoakSettings(seconds=args.seconds, seed=args.seed), workdir)
+    except KeyboardInterrupt:
+        print("soak: stopped; every process it had started has been ended", file=sys.stderr)
+        sys.exit(130)
     table = summary.table()
     print(table)
     if args.output is not None:
