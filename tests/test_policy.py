@@ -196,3 +196,23 @@ def test_bad_policy_gives_one_line_naming_the_field(text: str, message: str) -> 
         parse_policy(text, "p.yaml")
     assert str(raised.value).startswith(message)
     assert "\n" not in str(raised.value)
+
+
+def test_a_policy_of_many_wrong_items_names_the_first_few_and_counts_the_rest() -> None:
+    """A ConfigMap-sized policy of wrong-typed items printed a 22-million-character line."""
+    items = "\n".join("    - {name: 1, label: 2, weight: x}" for _ in range(25_000))
+    text = f"topology:\n  levels:\n{items}\n"
+    assert len(text) < 1024 * 1024
+    with pytest.raises(InputError) as raised:
+        parse_policy(text, "p.yaml")
+    message = str(raised.value)
+    assert message.startswith("p.yaml: topology.levels.0.name: Input should be a valid string; ")
+    assert message.endswith("; and 74995 more problems")
+    assert len(message) < 1000
+    assert "\n" not in message
+
+
+def test_a_policy_bigger_than_a_configmap_is_refused_unread() -> None:
+    text = "# padding\n" * 110_000
+    with pytest.raises(InputError, match=r"^p.yaml: 1100000 bytes; a policy is at most 1048576"):
+        parse_policy(text, "p.yaml")

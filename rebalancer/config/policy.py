@@ -7,6 +7,7 @@ pods protected. Unknown keys are refused rather than ignored.
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 from typing import Annotated, Literal
 
@@ -27,6 +28,7 @@ from rebalancer.config.sections import (
     Thresholds,
     TopologyPolicy,
 )
+from rebalancer.errors import InputError
 from rebalancer.files import parse_yaml_model, read_text
 from rebalancer.strict import Strict
 from rebalancer.traffic.settings import HubbleSource, TrafficSource
@@ -86,10 +88,25 @@ class Policy(Strict):
         return self
 
 
+POLICY_LIMIT_BYTES = 1024 * 1024
+"""What a ConfigMap, the policy's home in a cluster, can hold; a bigger file is no policy."""
+
+
 def parse_policy(text: str, origin: str) -> Policy:
     """Parse YAML text into a Policy, or raise InputError naming `origin` and the field."""
+    _check_size(len(text.encode("utf-8", errors="surrogatepass")), origin)
     return parse_yaml_model(Policy, text, origin, "policy")
 
 
 def load_policy(path: Path) -> Policy:
+    with contextlib.suppress(OSError):  # read_text names the problem
+        _check_size(path.stat().st_size, str(path))
     return parse_policy(read_text(path, "policy"), str(path))
+
+
+def _check_size(size: int, origin: str) -> None:
+    if size > POLICY_LIMIT_BYTES:
+        raise InputError(
+            f"{origin}: {size} bytes; a policy is at most {POLICY_LIMIT_BYTES}"
+            " (a ConfigMap's limit)"
+        )
