@@ -337,12 +337,13 @@ def _run(args: argparse.Namespace) -> int:
     if args.webhook_port is not None:
         webhook = _start_webhook(api, args)
         hints = webhook.hints
-    cache = WatchCache(api).start()
-    if not cache.wait_synced(timeout=120):
+    # One cycle lists once; a watch cache would keep retrying an API server that is not there.
+    cache = None if args.once else WatchCache(api).start()
+    if cache is not None and not cache.wait_synced(timeout=120):
         logging.getLogger(__name__).warning("watch cache not synced yet; cycles wait for it")
     controller = Controller(
         api=api,
-        snapshots=cache.snapshot,
+        snapshots=(lambda: read_snapshot(api)) if cache is None else cache.snapshot,
         prometheus_url=args.prometheus,
         policies=policies,
         state=ConfigMapState(api, state_namespace, state_name),
@@ -356,7 +357,10 @@ def _run(args: argparse.Namespace) -> int:
     try:
         if args.once:
             report = controller.run_cycle()
-            return EXIT_OK if report.result == "ok" else SourceUnavailableError.exit_code
+            if report.result == "ok":
+                return EXIT_OK
+            print(f"rebalancer: cycle {report.result}: {report.detail}", file=sys.stderr)
+            return SourceUnavailableError.exit_code
         stop = threading.Event()
         for signum in (signal.SIGTERM, signal.SIGINT):
             signal.signal(signum, lambda *_: stop.set())
@@ -371,7 +375,8 @@ def _run(args: argparse.Namespace) -> int:
             stop=stop,
         )
     finally:
-        cache.stop()
+        if cache is not None:
+            cache.stop()
         server.shutdown()
         if webhook is not None:
             webhook.stop()

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import socket
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -224,3 +227,43 @@ def test_outputs_into_a_missing_folder_exit_2_with_one_line(
     code, _out, err = run([arg.format(missing=missing) for arg in args], capsys)
     assert code == 2
     assert err.startswith(f"rebalancer: {missing}/") and err.count("\n") == 1
+
+
+def _kubeconfig(path: Path, port: int) -> Path:
+    path.write_text(
+        "apiVersion: v1\nkind: Config\ncurrent-context: x\n"
+        f"clusters: [{{name: c, cluster: {{server: 'https://127.0.0.1:{port}'}}}}]\n"
+        "users: [{name: u, user: {token: t}}]\n"
+        "contexts: [{name: x, context: {cluster: c, user: u}}]\n"
+    )
+    return path
+
+
+@pytest.mark.parametrize("answer", ["refused", "silent"])
+def test_run_once_without_an_api_server_exits_3_with_one_line(tmp_path: Path, answer: str) -> None:
+    """It kept retrying past 90 s and printed 234 warning lines: its watch cache retried for ever,
+    urllib3 logged each retry, and a silent server was waited on without a deadline."""
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        if answer == "silent":
+            server.listen(64)  # accepts, never answers: a hung API server
+        port = server.getsockname()[1]
+        if answer == "refused":
+            server.close()
+        command = [sys.executable, "-m", "rebalancer.cli", "run", "--once", "--metrics-port", "0"]
+        command += ["--kubeconfig", str(_kubeconfig(tmp_path / "kubeconfig", port))]
+        command += ["--prometheus", f"http://127.0.0.1:{free_port()}"]
+        command += ["--policy", str(DEMO / "policy.yaml"), "--state-configmap", "ops/state"]
+        done = subprocess.run(
+            command,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+    assert done.returncode == 3, done.stderr
+    last = done.stderr.splitlines()[-1]
+    assert last.startswith("rebalancer: cycle error: Kubernetes API: list Node: "), last
+    assert f"port={port}" in last
+    assert "Traceback" not in done.stderr
+    assert len(done.stderr.splitlines()) <= 3  # the metrics port, the cycle's log line, the end

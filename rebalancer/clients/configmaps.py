@@ -17,6 +17,7 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 from urllib3.exceptions import HTTPError
 
+from rebalancer.clients.kube_api import transport_problem
 from rebalancer.errors import InputError, SourceUnavailableError
 
 _T = TypeVar("_T")
@@ -111,7 +112,7 @@ class DataStore:
         except ApiException as error:
             raise self._unavailable(f"HTTP {error.status}") from None
         except (HTTPError, OSError) as error:
-            raise self._unavailable(type(error).__name__) from None
+            raise self._unavailable(transport_problem(error)) from None
 
     def _unavailable(self, detail: str) -> SourceUnavailableError:
         return SourceUnavailableError(f"{self.label}: {detail}")

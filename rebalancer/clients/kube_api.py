@@ -12,9 +12,10 @@ from typing import Any
 
 import yaml
 from kubernetes import client, config
+from kubernetes.client import rest
 from kubernetes.client.exceptions import ApiException
 from kubernetes.config.config_exception import ConfigException
-from urllib3.exceptions import HTTPError
+from urllib3.exceptions import HTTPError, MaxRetryError
 from urllib3.util.retry import Retry
 
 from rebalancer.cluster.model import Snapshot
@@ -24,7 +25,20 @@ from rebalancer.errors import InputError, SourceUnavailableError, one_line
 ApiClient = client.ApiClient
 """The API client the clients share, named here so the layers above need not import kubernetes."""
 _PAGE_SIZE = 500
-_REQUEST_TIMEOUT_SECONDS = 60
+CONNECT_SECONDS = 5.0
+READ_SECONDS = 30.0
+"""Per call, unless the call sets its own: the client's default is to wait forever, so an API
+server that accepts connections and never answers held `run --once`, the state ConfigMap and the
+lease renewal with it."""
+
+
+class _RestWithDeadlines(rest.RESTClientObject):
+    def request(self, method: str, url: str, *args: Any, **kwargs: Any) -> Any:
+        kwargs["_request_timeout"] = kwargs.get("_request_timeout") or (
+            CONNECT_SECONDS,
+            READ_SECONDS,
+        )
+        return super().request(method, url, *args, **kwargs)  # type: ignore[no-untyped-call]
 
 
 def api_client(kubeconfig: str | None, *, retry_reads: bool = True) -> client.ApiClient:
@@ -55,6 +69,7 @@ def api_client(kubeconfig: str | None, *, retry_reads: bool = True) -> client.Ap
     configuration.retries = (
         Retry(
             total=4,
+            read=1,  # an API server that does not answer within READ_SECONDS is asked once more
             backoff_factor=0.5,
             status_forcelist=(429, 500, 502, 503, 504),
             allowed_methods=frozenset({"GET"}),
@@ -62,7 +77,9 @@ def api_client(kubeconfig: str | None, *, retry_reads: bool = True) -> client.Ap
         if retry_reads
         else False
     )
-    return client.ApiClient(configuration)
+    api = client.ApiClient(configuration)
+    api.rest_client = _RestWithDeadlines(configuration)
+    return api
 
 
 def snapshot_listers(api: client.ApiClient) -> list[tuple[str, str, Callable[..., Any]]]:
@@ -89,7 +106,6 @@ def list_with_version(kind: str, lister: Callable[..., Any]) -> tuple[list[dict[
                 limit=_PAGE_SIZE,
                 _continue=token,
                 _preload_content=False,
-                _request_timeout=_REQUEST_TIMEOUT_SECONDS,
             )
             page = json.loads(response.data)
         except ApiException as error:
@@ -97,12 +113,21 @@ def list_with_version(kind: str, lister: Callable[..., Any]) -> tuple[list[dict[
                 f"Kubernetes API: list {kind}: HTTP {error.status} {error.reason}"
             ) from None
         except (HTTPError, OSError, ValueError) as error:
-            raise SourceUnavailableError(f"Kubernetes API: list {kind}: {error}") from None
+            raise SourceUnavailableError(
+                f"Kubernetes API: list {kind}: {transport_problem(error)}"
+            ) from None
         items.extend(page.get("items") or ())
         metadata = page.get("metadata") or {}
         token = metadata.get("continue")
         if not token:
             return items, str(metadata.get("resourceVersion", ""))
+
+
+def transport_problem(error: Exception) -> str:
+    """Why a call got no answer, in one line: after retries, the last attempt's reason (which
+    names the host), not the retry wrapper's repetition of the URL."""
+    reason = error.reason if isinstance(error, MaxRetryError) and error.reason else error
+    return one_line(reason, 300) or type(reason).__name__
 
 
 def list_raw(kind: str, lister: Callable[..., Any]) -> list[dict[str, Any]]:

@@ -16,7 +16,7 @@ from kubernetes import client, watch
 from kubernetes.client.exceptions import ApiException
 from urllib3.exceptions import HTTPError
 
-from rebalancer.clients.kube_api import list_with_version, snapshot_listers
+from rebalancer.clients.kube_api import CONNECT_SECONDS, list_with_version, snapshot_listers
 from rebalancer.cluster.model import Snapshot
 from rebalancer.cluster.parse import PodsRead, parse_items, prepared
 from rebalancer.errors import SourceUnavailableError
@@ -89,6 +89,8 @@ class Reflector:
             self.lister,
             resource_version=version,
             timeout_seconds=WATCH_SECONDS,
+            # a quiet watch may send nothing for minutes: the server ends it at WATCH_SECONDS
+            _request_timeout=(CONNECT_SECONDS, WATCH_SECONDS + 30),
             allow_watch_bookmarks=True,
             deserialize=False,
         ):

@@ -27,3 +27,5 @@ def configure(level: int = logging.INFO) -> None:
     logging.basicConfig(level=level, handlers=[handler], force=True)
     # APScheduler logs every run at INFO; its warnings and errors are enough.
     logging.getLogger("apscheduler").setLevel(logging.WARNING)
+    # urllib3 logs every retry of every call; the call's final failure is what we report.
+    logging.getLogger("urllib3").setLevel(logging.ERROR)

@@ -179,6 +179,20 @@ def test_run_once_from_the_command_line_logs_json(setup: Setup, tmp_path: Path) 
     assert lines[-1]["message"].startswith("cycle ok")
 
 
+def test_run_once_without_prometheus_exits_3_with_one_line(setup: Setup, tmp_path: Path) -> None:
+    policy = tmp_path / "policy.yaml"
+    policy.write_text(LIVE_POLICY_YAML + setup.acting + "mode: evict\n")
+    before = setup.pod_names("client") | setup.pod_names("server")
+    command = setup.run_command(policy, "cli-state", 0, "--once")
+    command[command.index("--prometheus") + 1] = f"http://127.0.0.1:{free_port()}"
+    done = subprocess.run(command, capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 3, done.stderr
+    last = done.stderr.splitlines()[-1]
+    assert last.startswith("rebalancer: cycle skipped-no-data: unreachable: "), last
+    assert "Traceback" not in done.stderr
+    assert setup.pod_names("client") | setup.pod_names("server") == before
+
+
 def _scrape(port: int) -> dict[str, float]:
     """leader and the number of cycles run, from a replica's /metrics."""
     samples = scrape(port)
