@@ -19,8 +19,13 @@ from rebalancer.cluster.parse import (
     parse_snapshot,
     prepared,
 )
+from rebalancer.config.resolved import PlanningRules
 from rebalancer.errors import InputError
-from tests.conftest import snapshot_of
+from rebalancer.planning.cycle import plan_cycle
+from rebalancer.planning.protections import protection_reason
+from rebalancer.planning.report import outcome_json, outcome_table, stray_warnings
+from rebalancer.planning.state import PlannerState
+from tests.conftest import chatty_rates, grid_nodes, make_policy, snapshot_of, traffic_of
 
 
 def test_pods_resolve_through_replicasets_to_their_deployment() -> None:
@@ -351,3 +356,33 @@ def test_data_no_api_server_hands_over_is_refused_naming_the_object(
     items: list[b.Obj], message: str, given_as: str
 ) -> None:
     assert _refusal(b.k8s_list(items), given_as) == message
+
+
+def test_pods_on_nodes_the_snapshot_lacks_are_never_moved_and_are_said() -> None:
+    """They planned without a word; now each is named in the warnings of the table, the JSON and
+    the controller's log, and its protection reason keeps it in place."""
+    objects = [
+        *grid_nodes(),
+        *b.deployment_pods("client", ["node-a11", "node-gone", "node-a12"]),
+        *b.deployment_pods("server", ["node-b11"]),
+    ]
+    snapshot = snapshot_of(objects)
+    stray = next(key for key, pod in snapshot.pods.items() if pod.node_name == "node-gone")
+    rates = chatty_rates(objects)
+    outcome = plan_cycle(make_policy(), snapshot, traffic_of(rates), PlannerState(), now=1e6)
+    assert outcome.stray_pods == {stray: "node-gone"}
+    table = outcome_table(outcome, "flows/s", "USD")
+    assert f"warning: pod {stray} is on node node-gone, which the snapshot lacks" in table
+    assert outcome_json(outcome, "flows/s", "USD")["pods_on_unknown_nodes"] == {stray: "node-gone"}
+    rules = PlanningRules.of(make_policy(), outcome.topology)
+    reason = protection_reason(snapshot.pods[stray], snapshot, snapshot.indexes(), rules)
+    assert reason == "on node node-gone, which the snapshot lacks"
+    assert outcome.plan is not None
+    assert stray not in {move.pod for move in outcome.plan.moves}
+
+
+def test_stray_pod_warnings_name_the_first_five_and_count_the_rest() -> None:
+    strays = {f"default/p-{index}": "gone" for index in range(12)}
+    lines = stray_warnings(strays)
+    assert len(lines) == 6
+    assert lines[-1] == "warning: and 7 more pods on nodes the snapshot lacks"

@@ -34,6 +34,18 @@ def refuse_duplicates(
                 raise InputError(f"{origin}: Pods {other} and {pod.key} share uid {pod.uid}")
 
 
+def stray_pods(snapshot: Snapshot) -> dict[str, str]:
+    """Pods bound to a node the snapshot does not list, by key, with that node: a snapshot file
+    cut down by hand, or a node deleted while its pods are still being removed. They are never
+    moved (nothing is known of where they run) and are said in warnings; refusing the whole
+    snapshot for them would stop the controller during every node deletion."""
+    return {
+        key: pod.node_name
+        for key, pod in snapshot.pods.items()
+        if pod.node_name and pod.node_name not in snapshot.nodes
+    }
+
+
 def _repeated(names: Sequence[str]) -> str:
     seen: set[str] = set()
     for name in names:

@@ -41,6 +41,7 @@ from rebalancer.planning.cycle import (
     plan_cycle,
     remember,
 )
+from rebalancer.planning.report import stray_warnings
 from rebalancer.planning.state import PlannerState
 from rebalancer.traffic.model import TrafficFailure
 
@@ -140,6 +141,8 @@ class Controller:
                 # the next cycle that may act.
                 state = self._judge_landings(state, snapshot, now, policy)
             outcome = plan_cycle(policy, snapshot, traffic, state, now=now)
+        for line in stray_warnings(outcome.stray_pods):
+            _log.warning(line.removeprefix("warning: "))
         if outcome.failure is not None:
             self.metrics.traffic_failures.labels(outcome.failure.reason).inc()
             self.state.save(outcome.state)

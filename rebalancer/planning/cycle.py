@@ -10,11 +10,12 @@ acting, so a simulated run backs off and cools down exactly as the controller wo
 from __future__ import annotations
 
 import gc
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
 
+from rebalancer.cluster.doubts import stray_pods
 from rebalancer.cluster.fit import Occupancy
 from rebalancer.cluster.model import Snapshot
 from rebalancer.cluster.topology import Topology
@@ -45,6 +46,8 @@ class CycleOutcome:
     plan: Plan | None = None
     failure: TrafficFailure | None = None
     traffic: Traffic | None = None
+    stray_pods: Mapping[str, str] = field(default_factory=dict)
+    """Pods on nodes the snapshot lacks (pod key -> node): never moved, said in warnings."""
 
 
 @contextmanager
@@ -107,14 +110,21 @@ def plan_cycle(
 ) -> CycleOutcome:
     """Plan one cycle; a traffic failure plans nothing and resets the persistence streaks."""
     if isinstance(traffic, TrafficFailure):
-        return CycleOutcome(topology_of(policy, snapshot), state.observe([]), failure=traffic)
+        return CycleOutcome(
+            topology_of(policy, snapshot),
+            state.observe([]),
+            failure=traffic,
+            stray_pods=stray_pods(snapshot),
+        )
     view = build_view(policy, snapshot, traffic)
     candidates = propose(policy, view)
     observed = state.observe(candidates)
     required = policy.persistence.cycles if persistence_required is None else persistence_required
     rules = PlanningRules.of(policy, view.topology)
     result = plan(view, candidates, rules, observed, now=now, persistence_required=required)
-    return CycleOutcome(view.topology, observed, plan=result, traffic=traffic)
+    return CycleOutcome(
+        view.topology, observed, plan=result, traffic=traffic, stray_pods=stray_pods(snapshot)
+    )
 
 
 def judge_landings(

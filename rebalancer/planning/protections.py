@@ -26,6 +26,8 @@ def protection_reason(
     scope, protections = rules.scope, rules.protections
     if not pod.node_name or pod.phase != "Running" or not pod.ready:
         return "not running and ready"
+    if pod.node_name not in snapshot.nodes:
+        return f"on node {pod.node_name}, which the snapshot lacks"
     if scope.namespaces.include and pod.namespace not in scope.namespaces.include:
         return "namespace not included"
     if pod.namespace in scope.namespaces.exclude:

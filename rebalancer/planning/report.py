@@ -5,6 +5,7 @@ Pure functions of a cycle's outcome, so the JSON keys are fixed in one place and
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from rebalancer.cost.figures import Figures
@@ -46,6 +47,7 @@ def outcome_json(outcome: CycleOutcome, unit: str, currency: str) -> dict[str, A
         "nodes_missing_labels": {
             node: list(levels) for node, levels in sorted(outcome.topology.missing_labels.items())
         },
+        "pods_on_unknown_nodes": dict(sorted(outcome.stray_pods.items())),
     }
     if outcome.failure is not None:
         document.update(
@@ -100,10 +102,22 @@ def _table(header: list[str], rows: list[list[str]]) -> list[str]:
     return [line.rstrip() for line in lines]
 
 
+def stray_warnings(strays: Mapping[str, str], shown: int = 5) -> list[str]:
+    """The first few pods on nodes the snapshot lacks, and how many more."""
+    lines = [
+        f"warning: pod {pod} is on node {node}, which the snapshot lacks; it is not moved"
+        for pod, node in sorted(strays.items())[:shown]
+    ]
+    if len(strays) > shown:
+        lines.append(f"warning: and {len(strays) - shown} more pods on nodes the snapshot lacks")
+    return lines
+
+
 def outcome_table(outcome: CycleOutcome, unit: str, currency: str) -> str:
     lines: list[str] = []
     for node, levels in sorted(outcome.topology.missing_labels.items()):
         lines.append(f"warning: node {node} lacks the label of level(s) {', '.join(levels)}")
+    lines.extend(stray_warnings(outcome.stray_pods))
     if outcome.failure is not None:
         lines.append(
             f"no moves: traffic data unusable ({outcome.failure.reason}): {outcome.failure.detail}"
