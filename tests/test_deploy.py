@@ -70,6 +70,38 @@ def test_each_overlay_runs_its_mode_with_flags_the_cli_takes(overlay: str) -> No
     ]
 
 
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_network_policies_open_only_metrics_to_monitoring_and_the_webhook_port(
+    overlay: str,
+) -> None:
+    """No overlay had one, so every pod in the cluster could reach the webhook and metrics."""
+    objects = build_overlay(overlay)
+    template = find(objects, "Deployment", "topology-rebalancer")["spec"]["template"]
+    [container] = template["spec"]["containers"]
+    container_ports = {port["name"] for port in container["ports"]}
+    selecting = [
+        o
+        for o in objects
+        if o["kind"] == "NetworkPolicy"
+        and o["spec"]["podSelector"]["matchLabels"].items()
+        <= template["metadata"]["labels"].items()
+    ]
+    assert selecting and all(p["spec"]["policyTypes"] == ["Ingress"] for p in selecting)
+    opened: dict[str, list[object]] = {}
+    for policy in selecting:
+        for rule in policy["spec"]["ingress"]:
+            for port in rule["ports"]:
+                assert port["port"] in container_ports  # a name the container serves
+                opened.setdefault(port["port"], []).append(rule.get("from"))
+    monitoring = [
+        {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}}}
+    ]
+    expected: dict[str, list[object]] = {"metrics": [monitoring]}
+    if OVERLAY_MODES[overlay] == "migrate":
+        expected["webhook"] = [None]  # the API server, from wherever the control plane runs
+    assert opened == expected
+
+
 def test_the_deployment_is_hardened() -> None:
     deployment = find(build_overlay("dry-run"), "Deployment", "topology-rebalancer")
     pod = deployment["spec"]["template"]["spec"]
