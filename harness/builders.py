@@ -193,3 +193,26 @@ def hubble_vector(
             }
         )
     return {"status": "success", "data": {"resultType": "vector", "result": result}}
+
+
+def admission_review(
+    uid: str = "u1", owner: str = "web-1", *, pod_spec: Obj | None = None, **request: Any
+) -> Obj:
+    """An AdmissionReview of a pod CREATE in namespace shop, its ReplicaSet `owner` named."""
+    pod: Obj = {
+        "metadata": {"ownerReferences": [{"kind": "ReplicaSet", "name": owner, "controller": True}]}
+    }
+    if pod_spec is not None:
+        pod["spec"] = pod_spec
+    return {
+        "apiVersion": "admission.k8s.io/v1",
+        "kind": "AdmissionReview",
+        "request": {
+            "uid": uid,
+            "operation": "CREATE",
+            "namespace": "shop",
+            "kind": {"kind": "Pod"},
+            "object": pod,
+            **request,
+        },
+    }

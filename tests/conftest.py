@@ -12,6 +12,7 @@ from rebalancer.config.policy import Policy
 from rebalancer.config.resolved import PlanningRules
 from rebalancer.cost.pod_pairs import PodCostModel
 from rebalancer.planning.cycle import build_view, propose
+from rebalancer.planning.landing import Hint
 from rebalancer.planning.planner import plan
 from rebalancer.planning.state import PlannerState
 from rebalancer.planning.types import Plan
@@ -145,3 +146,17 @@ def chatty_objects(client_nodes: list[str], server_nodes: list[str]) -> list[b.O
 def chatty_rates(objects: list[b.Obj], rate: float = 10.0) -> dict[tuple[str, str], float]:
     snapshot = snapshot_of(objects)
     return all_pairs(pod_keys(snapshot, "client"), pod_keys(snapshot, "server"), rate)
+
+
+def zone_hint(owner: tuple[str, str, str], zone: str, now: float, *, required: bool) -> Hint:
+    """A placement hint for the owner's next pod, to zone `zone`, live for a minute."""
+    namespace, kind, name = owner
+    return Hint(
+        namespace=namespace,
+        owner_kind=kind,
+        owner_name=name,
+        workload=f"{namespace}/{name}",
+        domain={"topology.kubernetes.io/zone": zone},
+        required=required,
+        expires=now + 60,
+    )

@@ -8,14 +8,18 @@ examples is hypothesis' profile: `HYPOTHESIS_PROFILE=fuzz` searches far longer t
 
 from __future__ import annotations
 
+import base64
 import copy
 import json
 import os
+import tempfile
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
 import yaml
 from hypothesis import HealthCheck, given, settings
@@ -23,17 +27,23 @@ from hypothesis import strategies as st
 
 from harness import builders as b
 from harness.faults import FAULTS, rewrite
+from rebalancer.clients.kube_api import api_client
 from rebalancer.clients.prometheus import PrometheusReader
 from rebalancer.cluster.model import Snapshot
 from rebalancer.cluster.parse import decode_snapshot, parse_snapshot
-from rebalancer.config.policy import Policy, parse_policy
+from rebalancer.config.policy import Policy, load_policy, parse_policy
 from rebalancer.errors import InputError
+from rebalancer.planning.landing import Hint
+from rebalancer.simulator.scenario import Scenario, parse_scenario
 from rebalancer.traffic.answer import parse_answer
 from rebalancer.traffic.mapping import read_traffic
 from rebalancer.traffic.model import PodTraffic, TrafficFailure
 from rebalancer.traffic.queries import build_queries
 from rebalancer.traffic.settings import HubbleSource
-from tests.conftest import grid_nodes, pod_keys
+from rebalancer.webhook.review import review_response
+from tests.conftest import grid_nodes, pod_keys, zone_hint
+
+EXAMPLES = Path(__file__).parents[1] / "examples"
 
 settings.register_profile(
     "default",
@@ -304,3 +314,136 @@ def test_any_bytes_are_a_snapshot_or_one_line(body: bytes) -> None:
         assert isinstance(decode_snapshot(body, "cluster.json"), Snapshot)
     except InputError as error:
         assert one_line(error).startswith("cluster.json")
+
+
+# --- quantities in a snapshot -------------------------------------------------------------------
+
+quantities = st.one_of(
+    st.from_regex(
+        r"\A[-+]?[0-9]{0,6}(\.[0-9]{0,4})?([eE][-+]?[0-9]{1,6})?(m|k|Ki|Mi|Gi|Ti|Pi|Ei|[EPTGM])?\Z"
+    ),
+    st.sampled_from(["Infinity", "-Infinity", "NaN", "1e400", "1e999999", "-1", "0x10", "1Qi", ""]),
+    st.text(max_size=12),
+)
+
+
+@given(
+    st.sampled_from(
+        [("cpu", "request"), ("memory", "request"), ("cpu", "allocatable"), ("pods", "allocatable")]
+    ),
+    quantities,
+)
+def test_any_quantity_is_a_finite_count_or_one_line_naming_the_object(
+    where: tuple[str, str], quantity: str
+) -> None:
+    """1e400 and Infinity raised an OverflowError; a negative request changed a plan."""
+    resource, side = where
+    given: dict[str, Any] = {resource: quantity}
+    if side == "request":
+        objects = [*grid_nodes(), *b.deployment_pods("web", ["node-a11"], **given)]
+    else:
+        objects = grid_nodes(**given)
+    try:
+        snapshot = parse_snapshot(b.k8s_list(objects), "cluster.json")
+    except InputError as error:
+        assert one_line(error).startswith("cluster.json: items[")
+        return
+    counts = [node.allocatable for node in snapshot.nodes.values()]
+    counts += [pod.requests for pod in snapshot.pods.values()]
+    for count in counts:
+        assert all(0 <= value < 1e30 for value in msgspec.structs.astuple(count))
+
+
+# --- admission reviews --------------------------------------------------------------------------
+
+
+class EveryOwnerHinted:
+    """A hint for any owner, so a review that gets that far is patched: the deepest path."""
+
+    def take(self, owner: tuple[str, str, str], now: float) -> Hint | None:
+        return zone_hint(owner, "a", now, required=True)
+
+
+FULL_REVIEW = b.admission_review(
+    kind={"group": "", "version": "v1", "kind": "Pod"},
+    dryRun=False,
+    pod_spec={"containers": [{"name": "main"}], "affinity": {"podAntiAffinity": {}}},
+)
+
+
+def check_review(review: Any) -> None:
+    answer = review_response(review, EveryOwnerHinted(), lambda: 1000.0)
+    assert (answer["apiVersion"], answer["kind"]) == ("admission.k8s.io/v1", "AdmissionReview")
+    response = answer["response"]
+    assert response["allowed"] is True and isinstance(response["uid"], str)
+    if "patch" in response:
+        assert response["patchType"] == "JSONPatch" and response["uid"]
+        patch = json.loads(base64.b64decode(response["patch"]))
+        assert isinstance(patch, list) and all(op["op"] in {"add", "replace"} for op in patch)
+    json.dumps(answer)  # what the server writes
+
+
+def test_the_full_review_is_patched() -> None:
+    answer = review_response(FULL_REVIEW, EveryOwnerHinted(), lambda: 1000.0)
+    assert "patch" in answer["response"]
+
+
+@given(json_values)
+def test_any_json_is_answered_allowed(review: Any) -> None:
+    check_review(review)
+
+
+@given(mutations(FULL_REVIEW))
+def test_a_mutated_review_is_answered_allowed_and_any_patch_is_well_formed(review: Any) -> None:
+    check_review(review)
+
+
+# --- scenarios, policy files and kubeconfigs ----------------------------------------------------
+
+DEMO_SCENARIO = yaml.safe_load((EXAMPLES / "scenarios" / "demo.yaml").read_text())
+
+
+@given(mutations(DEMO_SCENARIO))
+def test_a_mutated_scenario_is_a_scenario_or_one_line(document: Any) -> None:
+    try:
+        assert isinstance(parse_scenario(yaml.safe_dump(document), "s.yaml"), Scenario)
+    except InputError as error:
+        assert one_line(error).startswith("s.yaml")
+
+
+@given(
+    st.one_of(
+        st.binary(max_size=200),
+        st.text(max_size=100).map(lambda text: text.encode("utf-16")),
+        st.text(max_size=100).map(lambda text: ("\ufeff" + text).encode("utf-8")),
+    )
+)
+def test_any_policy_file_is_a_policy_or_one_line(body: bytes) -> None:
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "policy.yaml"
+        path.write_bytes(body)
+        try:
+            assert isinstance(load_policy(path), Policy)
+        except InputError as error:
+            assert one_line(error).startswith(str(path))
+
+
+KUBECONFIG = {
+    "apiVersion": "v1",
+    "kind": "Config",
+    "clusters": [{"name": "c", "cluster": {"server": "https://127.0.0.1:6443"}}],
+    "users": [{"name": "u", "user": {"token": "t"}}],
+    "contexts": [{"name": "x", "context": {"cluster": "c", "user": "u"}}],
+    "current-context": "x",
+}
+
+
+@given(mutations(KUBECONFIG))
+def test_a_mutated_kubeconfig_is_a_client_or_one_line(document: Any) -> None:
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "kubeconfig"
+        path.write_text(yaml.safe_dump(document))
+        try:
+            api_client(str(path)).close()  # type: ignore[no-untyped-call]
+        except InputError as error:
+            assert one_line(error).startswith(str(path))

@@ -62,7 +62,18 @@ def api_client(kubeconfig: str | None, *, retry_reads: bool = True) -> client.Ap
             config.load_kube_config(  # type: ignore[no-untyped-call]
                 config_file=kubeconfig, client_configuration=configuration
             )
-    except (ConfigException, OSError, TypeError, ValueError, yaml.YAMLError) as error:
+    # The client's loader trusts the document's shape: a list where a string belongs raised
+    # AttributeError, a missing entry KeyError or IndexError.
+    except (
+        ConfigException,
+        OSError,
+        TypeError,
+        ValueError,
+        AttributeError,
+        KeyError,
+        IndexError,
+        yaml.YAMLError,
+    ) as error:
         where = kubeconfig or "default kubeconfig"
         problem = one_line(getattr(error, "problem", None) or error, 200)
         raise InputError(f"{where}: cannot load Kubernetes config ({problem})") from None

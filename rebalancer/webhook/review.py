@@ -10,7 +10,7 @@ from typing import Any, Protocol
 
 from rebalancer.errors import SourceUnavailableError
 from rebalancer.planning.landing import Hint
-from rebalancer.webhook.patch import affinity_patch
+from rebalancer.webhook.patch import affinity_patch, patchable
 
 _log = logging.getLogger(__name__)
 
@@ -24,9 +24,8 @@ def review_response(review: Any, hints: HintTaker, now: Callable[[], float]) -> 
     """The AdmissionReview answer for one request: allowed, with a patch when a hint applies.
     Anything unexpected in the review (a shape, a version, a dry run) is allowed unchanged."""
     request = _mapping(_mapping(review).get("request"))
-    uid = request.get("uid")
-    response: dict[str, Any] = {"uid": uid if isinstance(uid, str) else "", "allowed": True}
-    answer = {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "response": response}
+    answer = allowed_unchanged(review)
+    response = answer["response"]
     if (_mapping(review).get("apiVersion"), _mapping(review).get("kind")) != (
         "admission.k8s.io/v1",
         "AdmissionReview",
@@ -47,7 +46,7 @@ def review_response(review: Any, hints: HintTaker, now: Callable[[], float]) -> 
         ),
         None,
     )
-    if owner is None or not isinstance(pod.get("spec", {}), dict):
+    if owner is None or not patchable(pod):
         return answer
     namespace = request.get("namespace") or metadata.get("namespace", "")
     kind, name = owner.get("kind"), owner.get("name")
@@ -74,6 +73,14 @@ def review_response(review: Any, hints: HintTaker, now: Callable[[], float]) -> 
         "required" if hint.required else f"preferred, weight {hint.weight}",
     )
     return answer
+
+
+def allowed_unchanged(review: Any) -> dict[str, Any]:
+    """The answer on any doubt: allowed, no patch, with the request's uid where it has one (the
+    API server discards an answer whose uid is not its request's)."""
+    uid = _mapping(_mapping(review).get("request")).get("uid")
+    response: dict[str, Any] = {"uid": uid if isinstance(uid, str) else "", "allowed": True}
+    return {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "response": response}
 
 
 def _mapping(value: Any) -> dict[str, Any]:

@@ -31,7 +31,7 @@ from urllib3.exceptions import HTTPError
 
 from rebalancer.clients.hints import HintStore
 from rebalancer.errors import SourceUnavailableError, one_line
-from rebalancer.webhook.review import review_response
+from rebalancer.webhook.review import allowed_unchanged, review_response
 from rebalancer.webhook.tls import ServingKeys
 
 _log = logging.getLogger(__name__)
@@ -114,7 +114,13 @@ class WebhookServer:
                 if self.path.partition("?")[0] != "/mutate":
                     self.send_error(404)
                     return
-                self._answer(review_response(self._review(), hints, now))
+                review = self._review()
+                try:
+                    answer = review_response(review, hints, now)
+                except Exception as error:  # a review is always answered, allowed on doubt
+                    _log.error("admission review not understood: %s", one_line(error, 300))
+                    answer = allowed_unchanged(review)
+                self._answer(answer)
 
             def _review(self) -> Any:
                 """The review sent, or None when it cannot be read: too large, cut short, not
