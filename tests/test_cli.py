@@ -267,3 +267,20 @@ def test_run_once_without_an_api_server_exits_3_with_one_line(tmp_path: Path, an
     assert f"port={port}" in last
     assert "Traceback" not in done.stderr
     assert len(done.stderr.splitlines()) <= 3  # the metrics port, the cycle's log line, the end
+
+
+def test_the_built_in_policy_plans_on_nodes_without_a_region(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The demo's nodes have zone and host labels and no region, as on kind and k3s: the
+    built-in levels (region, zone, host) printed 12 warnings and planned no move."""
+    args = ["plan", "--snapshot", str(DEMO / "snapshot.json"), "--traffic"]
+    code, out, _err = run([*args, str(DEMO / "traffic.json")], capsys)
+    assert code == 0
+    assert "warning" not in out
+    assert out.startswith("note: no node carries topology.kubernetes.io/region, so level region")
+    assert "shop/cart-5d8c7-00000" in out.split("moves (")[1].split("skipped")[0]
+    code, out, _err = run([*args, str(DEMO / "traffic.json"), "--output", "json"], capsys)
+    plan = json.loads(out)
+    assert plan["levels_not_in_force"] == ["region"] and plan["nodes_missing_labels"] == {}
+    assert plan["moves"] and all(move["to"].keys() == {"zone"} for move in plan["moves"])

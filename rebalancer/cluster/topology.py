@@ -3,6 +3,10 @@
 Domains are hierarchical: a rack is identified by its zone *and* its rack label, because on-premises
 clusters often reuse rack names in every zone. A node that lacks a level's label is never guessed
 into a domain: its domain is unknown from that level down, it is reported, and it is never a target.
+
+A level whose label no node carries at all (a region on kind, k3s and most on-premises clusters)
+is not in force: every node shares its one domain, so it separates nothing and hides none of the
+narrower levels, and it is never written into a placement.
 """
 
 from __future__ import annotations
@@ -19,6 +23,10 @@ DomainKey = tuple[str, ...]
 
 Location = tuple[str | None, ...]
 """Where a pod is, one label value per level; None where unknown (missing label, or not decided)."""
+
+SHARED = "*"
+"""The value of every node at a level not in force. No label value can be `*` (values start with
+a letter or digit), so it never stands for a real domain."""
 
 
 class TopologyLevel(BaseModel):
@@ -44,7 +52,18 @@ class Domain(msgspec.Struct, frozen=True, gc=False):
     key: DomainKey
 
     def describe(self, levels: tuple[TopologyLevel, ...]) -> dict[str, str]:
-        return {levels[index].name: value for index, value in enumerate(self.key)}
+        named = zip(levels, self.key, strict=False)
+        return {level.name: value for level, value in named if value != SHARED}
+
+    @property
+    def name(self) -> str:
+        """For people: the label values, widest first, without the levels not in force."""
+        return "/".join(value for value in self.key if value != SHARED)
+
+    def node_labels(self, levels: tuple[TopologyLevel, ...]) -> dict[str, str]:
+        """The node labels a node in this domain carries: what a placement may require."""
+        named = zip(levels, self.key, strict=False)
+        return {level.label: value for level, value in named if value != SHARED}
 
 
 @dataclass
@@ -52,33 +71,45 @@ class Topology:
     levels: tuple[TopologyLevel, ...]
     node_locations: dict[str, Location]
     missing_labels: dict[str, tuple[str, ...]] = field(default_factory=dict)
-    """Node name -> names of the levels whose label it lacks."""
+    """Node name -> names of the levels in force whose label it lacks (its narrower levels are
+    then unknown too, but it has their labels, so they are not named)."""
     nodes_by_domain: dict[Domain, list[str]] = field(default_factory=dict)
+    not_in_force: frozenset[int] = frozenset()
+    """Levels whose label no node carries."""
 
     @classmethod
     def from_node_labels(
         cls, levels: tuple[TopologyLevel, ...], node_labels: Mapping[str, Mapping[str, str]]
     ) -> Topology:
-        topology = cls(levels=levels, node_locations={})
+        carried = {
+            index
+            for index, level in enumerate(levels)
+            if any(labels.get(level.label) for labels in node_labels.values())
+        }
+        absent = frozenset(range(len(levels))) - carried
+        topology = cls(levels=levels, node_locations={}, not_in_force=absent)
         for node_name in sorted(node_labels):
             labels = node_labels[node_name]
             location: list[str | None] = []
-            for level in levels:
-                value = labels.get(level.label)
+            missing = []
+            for index, level in enumerate(levels):
+                value = SHARED if index in absent else labels.get(level.label) or None
+                if value is None:
+                    missing.append(level.name)
                 # Below a missing level the hierarchy is broken, so narrower values mean nothing.
-                location.append(value if value and (not location or location[-1]) else None)
+                location.append(value if not location or location[-1] else None)
             topology.node_locations[node_name] = tuple(location)
-            missing = tuple(
-                level.name for level, value in zip(levels, location, strict=True) if value is None
-            )
             if missing:
-                topology.missing_labels[node_name] = missing
+                topology.missing_labels[node_name] = tuple(missing)
             for index in range(len(levels)):
                 if location[index] is None:
                     break
                 key = tuple(value for value in location[: index + 1] if value is not None)
                 topology.nodes_by_domain.setdefault(Domain(index, key), []).append(node_name)
         return topology
+
+    def in_force(self) -> list[TopologyLevel]:
+        return [level for index, level in enumerate(self.levels) if index not in self.not_in_force]
 
     def level_index(self, name: str) -> int:
         for index, level in enumerate(self.levels):

@@ -45,7 +45,8 @@ class TopologyPolicy(Strict):
     preset: TopologyPreset | None = None
     """Named label sets: `kubernetes` (region, zone, host), `aws` (zone and the three
     network-node layers), `gke` (zone, block, subblock, host). Without preset or levels,
-    `kubernetes`."""
+    `kubernetes`. A level whose label no node carries (a region on kind or k3s) is not in force:
+    it separates nothing and the narrower levels still count."""
     levels: tuple[TopologyLevel, ...] = ()
     """Explicit levels, widest first, each a node label with a cost weight; instead of a preset."""
     zone_level: str = "zone"

@@ -21,7 +21,7 @@ from rebalancer.cluster.model import (
     SnapshotIndexes,
     WorkloadRef,
 )
-from rebalancer.cluster.topology import Domain, Location, Topology
+from rebalancer.cluster.topology import SHARED, Domain, Location, Topology
 from rebalancer.config.resolved import PlanningRules
 from rebalancer.cost.model import CostModel, Worth
 from rebalancer.planning.budget import Budget, every_zone, zone_names
@@ -174,9 +174,7 @@ class _Cycle:
             target=target,
             destination=target.describe(topology.levels),
             node=node,
-            target_labels={
-                topology.levels[index].label: value for index, value in enumerate(target.key)
-            },
+            target_labels=target.node_labels(topology.levels),
             controller=(
                 (pod.controller_kind, pod.controller_name)
                 if pod.controller_kind and pod.controller_name
@@ -378,5 +376,5 @@ def _describe(topology: Topology, location: tuple[str | None, ...]) -> dict[str,
     return {
         level.name: value
         for level, value in zip(topology.levels, location, strict=True)
-        if value is not None
+        if value is not None and value != SHARED
     }

@@ -48,6 +48,9 @@ def outcome_json(outcome: CycleOutcome, unit: str, currency: str) -> dict[str, A
             node: list(levels) for node, levels in sorted(outcome.topology.missing_labels.items())
         },
         "pods_on_unknown_nodes": dict(sorted(outcome.stray_pods.items())),
+        "levels_not_in_force": [
+            outcome.topology.levels[index].name for index in sorted(outcome.topology.not_in_force)
+        ],
     }
     if outcome.failure is not None:
         document.update(
@@ -115,6 +118,9 @@ def stray_warnings(strays: Mapping[str, str], shown: int = 5) -> list[str]:
 
 def outcome_table(outcome: CycleOutcome, unit: str, currency: str) -> str:
     lines: list[str] = []
+    for index in sorted(outcome.topology.not_in_force):
+        level = outcome.topology.levels[index]
+        lines.append(f"note: no node carries {level.label}, so level {level.name} is not in force")
     for node, levels in sorted(outcome.topology.missing_labels.items()):
         lines.append(f"warning: node {node} lacks the label of level(s) {', '.join(levels)}")
     lines.extend(stray_warnings(outcome.stray_pods))
@@ -131,8 +137,8 @@ def outcome_table(outcome: CycleOutcome, unit: str, currency: str) -> str:
     )
     rows = [["weighted cost", f"{before.weighted_cost:.6g}", f"{after.weighted_cost:.6g}"]]
     rows += [
-        [f"crossing {level}", f"{before.crossing[level]:.6g}", f"{after.crossing[level]:.6g}"]
-        for level in before.crossing
+        [f"crossing {name}", f"{before.crossing[name]:.6g}", f"{after.crossing[name]:.6g}"]
+        for name in (level.name for level in outcome.topology.in_force())
     ]
     if before.monthly_cross_zone_cost is not None and after.monthly_cross_zone_cost is not None:
         rows.append(

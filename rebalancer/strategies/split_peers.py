@@ -78,7 +78,7 @@ class SplitPeers:
             if row.gain <= 0:
                 continue
             there = Domain(level, row.key)
-            reason = f"{row.share:.0%} of its traffic goes to {level_name} {'/'.join(there.key)}"
+            reason = f"{row.share:.0%} of its traffic goes to {level_name} {there.name}"
             candidates.append(
                 Candidate(pod=pod, target=there, gain=row.gain, reason=reason, strategy=self.name)
             )
@@ -97,7 +97,7 @@ class SplitPeers:
                     target=third,
                     gain=joint_gain,
                     reason=f"{heaviest.reason}, which has no room: moves with {peer} "
-                    f"to {'/'.join(third.key)}",
+                    f"to {third.name}",
                     strategy=self.name,
                     companions=((peer, third),),
                 )
