@@ -5,6 +5,8 @@ Both carry a one-line message that names the field, file or source, so the CLI n
 traceback to explain itself.
 """
 
+EXIT_OK = 0
+
 
 class InputError(Exception):
     """A policy, snapshot, traffic file or query that cannot be used as given."""

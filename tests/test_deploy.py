@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from harness.deploy import OVERLAY_MODES, OVERLAYS, build_overlay, controller_args, find, kubectl
-from rebalancer.cli import _parser
+from rebalancer.cli.parser import build_parser
 from rebalancer.config.policy import load_policy, parse_policy
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -45,7 +45,7 @@ def test_each_overlay_runs_its_mode_with_flags_the_cli_takes(overlay: str) -> No
     objects = build_overlay(overlay)
     config_map = find(objects, "ConfigMap", "topology-rebalancer-policy")
     assert parse_policy(config_map["data"]["policy.yaml"], overlay).mode == OVERLAY_MODES[overlay]
-    args = _parser().parse_args(["run", *controller_args(objects, ENV)])
+    args = build_parser().parse_args(["run", *controller_args(objects, ENV)])
     assert (
         args.leader_elect
         and args.policy_configmap == "topology-rebalancer/topology-rebalancer-policy"

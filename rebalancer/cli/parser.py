@@ -1,0 +1,139 @@
+"""The command line: every command, flag and help text, and nothing that runs."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import socket
+from pathlib import Path
+
+DESCRIPTION = """\
+Moves pods that exchange heavy traffic but sit in different zones or racks closer together,
+within PodDisruptionBudgets. Traffic comes from Prometheus, the topology from node labels.
+
+Start with `rebalancer plan` to see what it would move, `rebalancer simulate` to try a policy on
+a simulated cluster, then `rebalancer run` (dry-run by default) in the cluster.
+
+Exit codes: 0 done; 2 bad input (one line naming the field or file); 3 a source (Prometheus, the
+Kubernetes API) could not answer, so nothing was planned.
+"""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="rebalancer",
+        description=DESCRIPTION,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    plan = commands.add_parser("plan", help="compute one plan and print it; evicts nothing")
+    plan.add_argument("--policy", type=Path, help="policy YAML (default: built-in defaults)")
+    plan.add_argument("--snapshot", type=Path, help="cluster state, as kubectl get -o json prints")
+    plan.add_argument("--traffic", type=Path, help="a saved Prometheus /api/v1/query response")
+    plan.add_argument("--kubeconfig", help="read the cluster live (the default without --snapshot)")
+    plan.add_argument("--prometheus", help="Prometheus base URL, to read traffic live")
+    plan.add_argument(
+        "--state",
+        type=Path,
+        help="planner state JSON to read and update; "
+        "without it the persistence gate is not applied",
+    )
+    plan.add_argument("--output", choices=("table", "json"), default="table")
+
+    run = commands.add_parser("run", help="the controller: plan and act every interval")
+    run.add_argument("--kubeconfig", help="kubeconfig path (in-cluster config if omitted)")
+    run.add_argument("--prometheus", required=True, help="Prometheus base URL")
+    source = run.add_mutually_exclusive_group(required=True)
+    source.add_argument("--policy", type=Path, help="policy YAML, read once (local runs)")
+    source.add_argument(
+        "--policy-configmap",
+        metavar="NAMESPACE/NAME",
+        help="ConfigMap whose policy.yaml is re-read every cycle",
+    )
+    run.add_argument(
+        "--state-configmap",
+        metavar="NAMESPACE/NAME",
+        required=True,
+        help="ConfigMap that keeps cooldowns and persistence across restarts",
+    )
+    run.add_argument(
+        "--metrics-port",
+        type=int,
+        default=8080,
+        help="port for /metrics, /healthz and /readyz (0: pick a free one)",
+    )
+    run.add_argument("--metrics-address", default="0.0.0.0")
+    run.add_argument(
+        "--webhook-port", type=int, help="serve the migrate-mode webhook (HTTPS) on this port"
+    )
+    run.add_argument(
+        "--webhook-config",
+        default="topology-rebalancer",
+        help="our MutatingWebhookConfiguration, whose caBundle is patched at start",
+    )
+    run.add_argument(
+        "--webhook-names",
+        default="localhost",
+        help="comma-separated DNS names for the webhook certificate (the Service's names)",
+    )
+    run.add_argument(
+        "--webhook-secret",
+        metavar="NAMESPACE/NAME",
+        help="Secret the replicas share the webhook CA and certificate in (with --webhook-port)",
+    )
+    run.add_argument(
+        "--webhook-certificates",
+        choices=("self-signed", "issued"),
+        default="self-signed",
+        help="self-signed: the replicas keep their own CA in --webhook-secret and patch caBundle; "
+        "issued: an outside issuer (cert-manager) keeps --webhook-secret and fills caBundle",
+    )
+    run.add_argument(
+        "--hints-configmap",
+        metavar="NAMESPACE/NAME",
+        help="ConfigMap for migrate-mode placement hints (with --webhook-port)",
+    )
+    run.add_argument(
+        "--leader-elect",
+        action="store_true",
+        help="act only while holding the --lease; standbys wait to take over",
+    )
+    run.add_argument("--lease", metavar="NAMESPACE/NAME", default="kube-system/topology-rebalancer")
+    run.add_argument(
+        "--identity",
+        default=os.environ.get("POD_NAME") or socket.gethostname(),
+        help="this replica's name in the lease (default: $POD_NAME, else the hostname)",
+    )
+    run.add_argument(
+        "--unready-after",
+        type=int,
+        default=3,
+        metavar="N",
+        help="report unready on /readyz once N cycles in a row have ended in error (default 3)",
+    )
+    run.add_argument(
+        "--once",
+        action="store_true",
+        help="run one cycle and exit: 0 if it could act, 3 if it was skipped",
+    )
+
+    simulate = commands.add_parser(
+        "simulate", help="run the planner cycle after cycle on a simulated cluster"
+    )
+    simulate.add_argument("scenario", type=Path, nargs="?", help="scenario YAML")
+    simulate.add_argument("--schema", action="store_true", help="print the scenario JSON Schema")
+    simulate.add_argument("--policy", type=Path, help="policy YAML (default: zone/rack/host)")
+    simulate.add_argument("--cycles", type=int, default=10)
+    simulate.add_argument("--mode", choices=("evict", "migrate"), default="migrate")
+    simulate.add_argument("--seed", type=int, default=0, help="the simulated scheduler's ties")
+    simulate.add_argument("--output", choices=("table", "json"), default="table")
+    simulate.add_argument("--plot", type=Path, metavar="FILE.png")
+    simulate.add_argument(
+        "--optimum", action="store_true", help="also solve for the best placement (HiGHS MIP)"
+    )
+
+    snapshot = commands.add_parser("snapshot", help="write the cluster state to a snapshot file")
+    snapshot.add_argument("--kubeconfig", help="kubeconfig path (in-cluster config if omitted)")
+    snapshot.add_argument("--output", type=Path, required=True)
+    return parser
