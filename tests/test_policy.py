@@ -12,7 +12,12 @@ from rebalancer.strategies.gang_consolidation import GangConsolidationArgs
 def test_defaults_are_safe() -> None:
     policy = Policy()
     assert policy.mode == "dry-run"
-    assert [level.name for level in policy.topology.resolved_levels] == ["region", "zone", "host"]
+    assert [level.name for level in policy.topology.resolved_levels] == [
+        "region",
+        "zone",
+        "rack",
+        "host",
+    ]
     assert policy.traffic.source == "hubble"
     assert [s.name for s in policy.strategies] == ["split-peers"]
     assert policy.protections.evict_bare_pods is False
@@ -121,13 +126,15 @@ traffic:
             id="bad-strategy-arg",
         ),
         pytest.param(
-            "strategies: [{name: split-peers, args: {level: rack}}]",
-            "p.yaml: strategies.0.args.level: unknown level 'rack' (levels: region, zone, host)",
+            "strategies: [{name: split-peers, args: {level: tor}}]",
+            "p.yaml: strategies.0.args.level: unknown level 'tor'"
+            " (levels: region, zone, rack, host)",
             id="unknown-level",
         ),
         pytest.param(
-            "strategies: [{name: split-peers, args: {level: zone, down_to: rack}}]",
-            "p.yaml: strategies.0.args.down_to: unknown level 'rack' (levels: region, zone, host)",
+            "strategies: [{name: split-peers, args: {level: zone, down_to: tor}}]",
+            "p.yaml: strategies.0.args.down_to: unknown level 'tor'"
+            " (levels: region, zone, rack, host)",
             id="unknown-down-to",
         ),
         pytest.param(

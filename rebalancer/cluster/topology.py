@@ -132,9 +132,10 @@ class Topology:
         return self.levels[split].weight if split < len(self.levels) else 0.0
 
     def location_within(self, domain: Domain) -> Location:
-        """What is known of a pod once it is planned into `domain`: nothing below that level."""
-        unknown: tuple[None, ...] = (None,) * (len(self.levels) - len(domain.key))
-        return domain.key + unknown
+        """What is known of a pod once it is planned into `domain`: nothing below that level,
+        but the levels not in force, which every node shares."""
+        below = range(len(domain.key), len(self.levels))
+        return domain.key + tuple(SHARED if i in self.not_in_force else None for i in below)
 
 
 def first_split(a: Location, b: Location) -> int:

@@ -86,6 +86,12 @@ class PodCostModel(PodPricing):
                 (numbered[key[: wider + 1]] for key in keys), np.int64, len(keys)
             )
             shared_after += numbers.of_pod[wider][peer] == ancestor[row]
+        # Levels not in force just below `level` are every node's, so a peer in the target
+        # shares them too: the pair first splits at the next level in force.
+        below = level + 1
+        while below in self.topology.not_in_force:
+            below += 1
+        shared_after[shared_after == level + 1] = below
         now = group_sums(row, rate * weights[arrays.splits(numbers, pods[row], peer)], len(pods))
         return now - group_sums(row, rate * weights[shared_after], len(pods)), now
 
