@@ -284,3 +284,25 @@ def test_the_built_in_policy_plans_on_nodes_without_a_region(
     plan = json.loads(out)
     assert plan["levels_not_in_force"] == ["region"] and plan["nodes_missing_labels"] == {}
     assert plan["moves"] and all(move["to"].keys() == {"zone"} for move in plan["moves"])
+
+
+def test_topology_shows_the_levels_in_force_and_what_each_covers(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    args = ["topology", "--snapshot", str(DEMO / "snapshot.json")]
+    code, out, _err = run(args, capsys)
+    assert code == 0
+    lines = out.splitlines()
+    assert lines[0].split() == ["level", "label", "nodes", "domains", "in", "force"]
+    assert lines[1].split()[:4] == ["region", "topology.kubernetes.io/region", "12", "1"]
+    assert lines[1].endswith("no: no node carries the label")
+    assert [line.split()[0] for line in lines[2:5]] == ["zone", "rack", "host"]
+    assert [line.split()[3] for line in lines[2:5]] == ["3", "6", "12"]
+    code, out, _err = run([*args, "--output", "json"], capsys)
+    levels = json.loads(out)["levels"]
+    assert [(level["name"], level["in_force"]) for level in levels] == [
+        ("region", False),
+        ("zone", True),
+        ("rack", True),
+        ("host", True),
+    ]

@@ -13,12 +13,17 @@ from rebalancer.planning.state import PlannerState
 from tests.conftest import all_pairs, pod_keys, snapshot_of, traffic_of
 
 
-def shape_objects(shape: Shape, prefix: str, namespace: str = "default") -> list[b.Obj]:
+def shape_nodes(shape: Shape, prefix: str) -> list[b.Obj]:
     nodes = []
     for name, labels in shape.node_labels(prefix).items():
         node = b.node(name)
         node["metadata"]["labels"] = labels
         nodes.append(node)
+    return nodes
+
+
+def shape_objects(shape: Shape, prefix: str, namespace: str = "default") -> list[b.Obj]:
+    nodes = shape_nodes(shape, prefix)
     servers = [f"{prefix}n{index}" for index in shape.server_nodes]
     return [
         *nodes,

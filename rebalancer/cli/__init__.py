@@ -18,6 +18,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "run": controller.run,
         "simulate": offline.simulate_command,
         "snapshot": offline.snapshot,
+        "topology": offline.topology,
     }
     try:
         return commands[args.command](args)

@@ -1,4 +1,4 @@
-"""The commands that plan, simulate or save once and print: `plan`, `simulate`, `snapshot`."""
+"""The commands that read once and print: `plan`, `simulate`, `snapshot`, `topology`."""
 
 from __future__ import annotations
 
@@ -15,8 +15,13 @@ from rebalancer.clients.kube_api import api_client, list_cluster, read_snapshot
 from rebalancer.clients.prometheus import PrometheusReader
 from rebalancer.config.policy import Policy, load_policy, parse_policy
 from rebalancer.errors import EXIT_OK, InputError, SourceUnavailableError
-from rebalancer.planning.cycle import CycleOutcome, collector_paused, plan_cycle
-from rebalancer.planning.report import outcome_json, outcome_table
+from rebalancer.planning.cycle import CycleOutcome, collector_paused, plan_cycle, topology_of
+from rebalancer.planning.report import (
+    outcome_json,
+    outcome_table,
+    topology_json,
+    topology_table,
+)
 from rebalancer.planning.state import PlannerState
 from rebalancer.simulator.plots import plot_over_cycles, require_plotting
 from rebalancer.simulator.results import result_json, result_table
@@ -135,4 +140,20 @@ def snapshot(args: argparse.Namespace) -> int:
     except OSError as error:
         raise InputError(f"{args.output}: cannot write snapshot ({error.strerror})") from None
     print(f"wrote {len(document['items'])} objects to {args.output}")
+    return EXIT_OK
+
+
+def topology(args: argparse.Namespace) -> int:
+    policy = load_policy(args.policy) if args.policy else Policy()
+    if args.snapshot is not None and args.kubeconfig:
+        raise InputError("topology: give either --snapshot FILE or --kubeconfig PATH, not both")
+    if args.snapshot is not None:
+        snapshot = load_snapshot(args.snapshot)
+    else:
+        snapshot = read_snapshot(api_client(args.kubeconfig))
+    found = topology_of(policy, snapshot)
+    if args.output == "json":
+        print(json.dumps(topology_json(found), indent=2))
+    else:
+        print(topology_table(found))
     return EXIT_OK

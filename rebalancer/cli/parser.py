@@ -133,6 +133,14 @@ def build_parser() -> argparse.ArgumentParser:
         "--optimum", action="store_true", help="also solve for the best placement (HiGHS MIP)"
     )
 
+    topology = commands.add_parser(
+        "topology", help="the policy's topology levels on this cluster, and which are in force"
+    )
+    topology.add_argument("--policy", type=Path, help="policy YAML (default: built-in defaults)")
+    topology.add_argument("--snapshot", type=Path, help="a cluster state file instead of live")
+    topology.add_argument("--kubeconfig", help="read the cluster live (the default)")
+    topology.add_argument("--output", choices=("table", "json"), default="table")
+
     snapshot = commands.add_parser("snapshot", help="write the cluster state to a snapshot file")
     snapshot.add_argument("--kubeconfig", help="kubeconfig path (in-cluster config if omitted)")
     snapshot.add_argument("--output", type=Path, required=True)

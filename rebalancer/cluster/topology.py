@@ -108,6 +108,14 @@ class Topology:
                 topology.nodes_by_domain.setdefault(Domain(index, key), []).append(node_name)
         return topology
 
+    def coverage(self) -> list[tuple[TopologyLevel, int, int]]:
+        """Per level: how many nodes sit in a domain there, and how many domains there are."""
+        rows = []
+        for index, level in enumerate(self.levels):
+            domains = [nodes for d, nodes in self.nodes_by_domain.items() if d.level == index]
+            rows.append((level, sum(len(nodes) for nodes in domains), len(domains)))
+        return rows
+
     def in_force(self) -> list[TopologyLevel]:
         return [level for index, level in enumerate(self.levels) if index not in self.not_in_force]
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from rebalancer.cluster.topology import Topology
 from rebalancer.cost.figures import Figures
 from rebalancer.planning.cycle import CycleOutcome
 
@@ -121,8 +122,7 @@ def outcome_table(outcome: CycleOutcome, unit: str, currency: str) -> str:
     for index in sorted(outcome.topology.not_in_force):
         level = outcome.topology.levels[index]
         lines.append(f"note: no node carries {level.label}, so level {level.name} is not in force")
-    for node, levels in sorted(outcome.topology.missing_labels.items()):
-        lines.append(f"warning: node {node} lacks the label of level(s) {', '.join(levels)}")
+    lines.extend(missing_label_warnings(outcome.topology))
     lines.extend(stray_warnings(outcome.stray_pods))
     if outcome.failure is not None:
         lines.append(
@@ -173,3 +173,53 @@ def outcome_table(outcome: CycleOutcome, unit: str, currency: str) -> str:
             ["pod", "reason", "strategy"], [[s.pod, s.reason, s.strategy] for s in plan.skipped]
         )
     return "\n".join(lines)
+
+
+def missing_label_warnings(topology: Topology, shown: int = 5) -> list[str]:
+    """The first few nodes that lack a level's label, and how many more."""
+    missing = sorted(topology.missing_labels.items())
+    lines = [
+        f"warning: node {node} lacks the label of level(s) {', '.join(levels)}"
+        for node, levels in missing[:shown]
+    ]
+    if len(missing) > shown:
+        lines.append(f"warning: and {len(missing) - shown} more nodes lack a level's label")
+    return lines
+
+
+def topology_table(topology: Topology) -> str:
+    """The levels, widest first: label, nodes placed at that level, domains, in force or not."""
+    rows = [
+        [
+            level.name,
+            level.label,
+            str(nodes),
+            str(domains),
+            "no: no node carries the label" if index in topology.not_in_force else "yes",
+        ]
+        for index, (level, nodes, domains) in enumerate(topology.coverage())
+    ]
+    header = ["level", "label", "nodes", "domains", "in force"]
+    lines = _table(header, rows)
+    lines.append(f"{len(topology.node_locations)} nodes")
+    return "\n".join([*lines, *missing_label_warnings(topology)])
+
+
+def topology_json(topology: Topology) -> dict[str, Any]:
+    return {
+        "levels": [
+            {
+                "name": level.name,
+                "label": level.label,
+                "weight": level.weight,
+                "nodes": nodes,
+                "domains": domains,
+                "in_force": index not in topology.not_in_force,
+            }
+            for index, (level, nodes, domains) in enumerate(topology.coverage())
+        ],
+        "nodes": len(topology.node_locations),
+        "nodes_missing_labels": {
+            node: list(levels) for node, levels in sorted(topology.missing_labels.items())
+        },
+    }
