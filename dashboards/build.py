@@ -74,7 +74,7 @@ def panels() -> list[timeseries.Panel | stat.Panel]:
             _query(
                 f"1 - max(topology_rebalancer_traffic_crossing"
                 f'{{{NS}, level="zone", when="current"}})'
-                f" / max(topology_rebalancer_traffic_total{{{NS}}})"
+                f" / max(topology_rebalancer_traffic{{{NS}}})"
             ),
         ),
         _stat(

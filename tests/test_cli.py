@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import socket
 import subprocess
@@ -12,6 +13,7 @@ import pytest
 
 from harness.process import free_port
 from rebalancer.cli import main
+from rebalancer.cli.parser import build_parser
 
 DEMO = Path(__file__).parent.parent / "examples" / "demo"
 DEMO_ARGS = [
@@ -266,7 +268,7 @@ def test_run_once_without_an_api_server_exits_3_with_one_line(tmp_path: Path, an
     assert last.startswith("rebalancer: cycle error: Kubernetes API: list Node: "), last
     assert f"port={port}" in last
     assert "Traceback" not in done.stderr
-    assert len(done.stderr.splitlines()) <= 3  # the metrics port, the cycle's log line, the end
+    assert len(done.stderr.splitlines()) <= 4  # start, metrics port, the cycle, the end
 
 
 def test_the_built_in_policy_plans_on_nodes_without_a_region(
@@ -306,3 +308,37 @@ def test_topology_shows_the_levels_in_force_and_what_each_covers(
         ("rack", True),
         ("host", True),
     ]
+
+
+def test_every_flag_of_every_command_has_help() -> None:
+    parser = build_parser()
+    commands = [parser]
+    while commands:
+        command = commands.pop()
+        for action in command._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                commands.extend(action.choices.values())
+            elif not isinstance(action, argparse._HelpAction):
+                flag = "/".join(action.option_strings) or action.dest
+                assert action.help, f"{command.prog} {flag}"
+
+
+def test_version_and_policy_checks(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    with pytest.raises(SystemExit) as done:
+        main(["--version"])
+    assert done.value.code == 0 and capsys.readouterr().out.startswith("rebalancer ")
+    policy = tmp_path / "policy.yaml"
+    policy.write_text("apiVersion: topology-rebalancer.io/v1alpha1\nkind: RebalancerPolicy\n")
+    code, out, _err = run(["policy", "validate", str(policy)], capsys)
+    assert code == 0 and out.startswith(f"{policy}: a valid policy (mode dry-run;")
+    policy.write_text("apiVersion: topology-rebalancer.io/v2\n")
+    code, _out, err = run(["policy", "validate", str(policy)], capsys)
+    assert code == 2
+    assert err == (
+        f"rebalancer: {policy}: apiVersion: expected 'topology-rebalancer.io/v1alpha1',"
+        " got 'topology-rebalancer.io/v2'\n"
+    )
+    code, out, _err = run(["policy", "schema"], capsys)
+    schema = json.loads(out)
+    assert code == 0 and schema["properties"]["kind"] == {"const": "RebalancerPolicy"}
+    assert schema["additionalProperties"] is False

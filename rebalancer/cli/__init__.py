@@ -19,6 +19,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "simulate": offline.simulate_command,
         "snapshot": offline.snapshot,
         "topology": offline.topology,
+        "policy": offline.policy,
     }
     try:
         return commands[args.command](args)

@@ -24,6 +24,7 @@ from rebalancer.controller.loop import Controller, PolicySource
 from rebalancer.controller.metrics import ControllerMetrics
 from rebalancer.controller.metrics import serve as serve_metrics
 from rebalancer.errors import EXIT_OK, InputError, SourceUnavailableError
+from rebalancer.identity import running_version
 from rebalancer.webhook.server import WebhookServer
 from rebalancer.webhook.serving_keys import issued_serving_keys, shared_serving_keys
 from rebalancer.webhook.tls import ServingKeys
@@ -69,9 +70,15 @@ def _start_webhook(api: ApiClient, args: argparse.Namespace) -> WebhookServer:
 def run(args: argparse.Namespace) -> int:
     if args.unready_after < 1:
         raise InputError(f"run: --unready-after must be at least 1, got {args.unready_after}")
-    configure_logging()
+    configure_logging(args.log_level)
+    logging.getLogger(__name__).info(
+        "topology-rebalancer %s starting as %s",
+        running_version(),
+        args.identity,
+        extra={"fields": {"version": running_version(), "identity": args.identity}},
+    )
     api = api_client(args.kubeconfig)
-    recorder = EventRecorder(api, lambda: datetime.datetime.now(datetime.UTC))
+    recorder = EventRecorder(api, lambda: datetime.datetime.now(datetime.UTC), args.identity)
     policies: PolicySource
     if args.policy is not None:
         policies = FixedPolicy(load_policy(args.policy))

@@ -1,4 +1,4 @@
-"""The commands that read once and print: `plan`, `simulate`, `snapshot`, `topology`."""
+"""The commands that read once and print: `plan`, `simulate`, `snapshot`, `topology`, `policy`."""
 
 from __future__ import annotations
 
@@ -156,4 +156,14 @@ def topology(args: argparse.Namespace) -> int:
         print(json.dumps(topology_json(found), indent=2))
     else:
         print(topology_table(found))
+    return EXIT_OK
+
+
+def policy(args: argparse.Namespace) -> int:
+    if args.policy_command == "schema":
+        print(json.dumps(Policy.json_schema(), indent=2))
+        return EXIT_OK
+    checked = load_policy(args.file)
+    levels = ", ".join(level.name for level in checked.topology.resolved_levels)
+    print(f"{args.file}: a valid policy (mode {checked.mode}; levels {levels})")
     return EXIT_OK

@@ -6,6 +6,10 @@ import argparse
 import os
 import socket
 from pathlib import Path
+from typing import Any
+
+from rebalancer.controller.logs import LEVELS
+from rebalancer.identity import running_version
 
 DESCRIPTION = """\
 Moves pods that exchange heavy traffic but sit in different zones or racks closer together,
@@ -25,8 +29,18 @@ def build_parser() -> argparse.ArgumentParser:
         description=DESCRIPTION,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {running_version()}")
     commands = parser.add_subparsers(dest="command", required=True)
+    _add_plan(commands)
+    _add_run(commands)
+    _add_simulate(commands)
+    _add_policy(commands)
+    _add_topology(commands)
+    _add_snapshot(commands)
+    return parser
 
+
+def _add_plan(commands: Any) -> None:
     plan = commands.add_parser("plan", help="compute one plan and print it; evicts nothing")
     plan.add_argument("--policy", type=Path, help="policy YAML (default: built-in defaults)")
     plan.add_argument("--snapshot", type=Path, help="cluster state, as kubectl get -o json prints")
@@ -39,8 +53,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="planner state JSON to read and update; "
         "without it the persistence gate is not applied",
     )
-    plan.add_argument("--output", choices=("table", "json"), default="table")
+    plan.add_argument(
+        "--output", choices=("table", "json"), default="table", help="table (default) or JSON"
+    )
 
+
+def _add_run(commands: Any) -> None:
     run = commands.add_parser("run", help="the controller: plan and act every interval")
     run.add_argument("--kubeconfig", help="kubeconfig path (in-cluster config if omitted)")
     run.add_argument("--prometheus", required=True, help="Prometheus base URL")
@@ -63,7 +81,9 @@ def build_parser() -> argparse.ArgumentParser:
         default=8080,
         help="port for /metrics, /healthz and /readyz (0: pick a free one)",
     )
-    run.add_argument("--metrics-address", default="0.0.0.0")
+    run.add_argument(
+        "--metrics-address", default="0.0.0.0", help="address to serve metrics on (default: all)"
+    )
     run.add_argument(
         "--webhook-port", type=int, help="serve the migrate-mode webhook (HTTPS) on this port"
     )
@@ -99,7 +119,12 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="act only while holding the --lease; standbys wait to take over",
     )
-    run.add_argument("--lease", metavar="NAMESPACE/NAME", default="kube-system/topology-rebalancer")
+    run.add_argument(
+        "--lease",
+        metavar="NAMESPACE/NAME",
+        default="kube-system/topology-rebalancer",
+        help="the coordination.k8s.io Lease for --leader-elect (example: ops/topology-rebalancer)",
+    )
     run.add_argument(
         "--identity",
         default=os.environ.get("POD_NAME") or socket.gethostname(),
@@ -113,35 +138,69 @@ def build_parser() -> argparse.ArgumentParser:
         help="report unready on /readyz once N cycles in a row have ended in error (default 3)",
     )
     run.add_argument(
+        "--log-level",
+        choices=LEVELS,
+        default="info",
+        help="the least severe log lines written (default info)",
+    )
+    run.add_argument(
         "--once",
         action="store_true",
         help="run one cycle and exit: 0 if it could act, 3 if it was skipped",
     )
 
+
+def _add_simulate(commands: Any) -> None:
     simulate = commands.add_parser(
         "simulate", help="run the planner cycle after cycle on a simulated cluster"
     )
     simulate.add_argument("scenario", type=Path, nargs="?", help="scenario YAML")
     simulate.add_argument("--schema", action="store_true", help="print the scenario JSON Schema")
     simulate.add_argument("--policy", type=Path, help="policy YAML (default: zone/rack/host)")
-    simulate.add_argument("--cycles", type=int, default=10)
-    simulate.add_argument("--mode", choices=("evict", "migrate"), default="migrate")
+    simulate.add_argument("--cycles", type=int, default=10, help="cycles to run (default 10)")
+    simulate.add_argument(
+        "--mode",
+        choices=("evict", "migrate"),
+        default="migrate",
+        help="evict: the simulated scheduler places replacements; migrate (default): steered",
+    )
     simulate.add_argument("--seed", type=int, default=0, help="the simulated scheduler's ties")
-    simulate.add_argument("--output", choices=("table", "json"), default="table")
-    simulate.add_argument("--plot", type=Path, metavar="FILE.png")
+    simulate.add_argument(
+        "--output", choices=("table", "json"), default="table", help="table (default) or JSON"
+    )
+    simulate.add_argument(
+        "--plot", type=Path, metavar="FILE.png", help="also plot the traffic crossing each level"
+    )
     simulate.add_argument(
         "--optimum", action="store_true", help="also solve for the best placement (HiGHS MIP)"
     )
 
+
+def _add_policy(commands: Any) -> None:
+    policy = commands.add_parser("policy", help="check a policy file, or print its JSON Schema")
+    policy_commands = policy.add_subparsers(dest="policy_command", required=True)
+    validate = policy_commands.add_parser(
+        "validate", help="exit 0 if the file is a valid policy, else 2 with the first problems"
+    )
+    validate.add_argument("file", type=Path, help="policy YAML, as in the ConfigMap's policy.yaml")
+    policy_commands.add_parser("schema", help="print the policy's JSON Schema")
+
+
+def _add_topology(commands: Any) -> None:
     topology = commands.add_parser(
         "topology", help="the policy's topology levels on this cluster, and which are in force"
     )
     topology.add_argument("--policy", type=Path, help="policy YAML (default: built-in defaults)")
     topology.add_argument("--snapshot", type=Path, help="a cluster state file instead of live")
     topology.add_argument("--kubeconfig", help="read the cluster live (the default)")
-    topology.add_argument("--output", choices=("table", "json"), default="table")
+    topology.add_argument(
+        "--output", choices=("table", "json"), default="table", help="table (default) or JSON"
+    )
 
+
+def _add_snapshot(commands: Any) -> None:
     snapshot = commands.add_parser("snapshot", help="write the cluster state to a snapshot file")
     snapshot.add_argument("--kubeconfig", help="kubeconfig path (in-cluster config if omitted)")
-    snapshot.add_argument("--output", type=Path, required=True)
-    return parser
+    snapshot.add_argument(
+        "--output", type=Path, required=True, help="the JSON file to write (example: cluster.json)"
+    )

@@ -20,9 +20,16 @@ _log = logging.getLogger(__name__)
 class EventRecorder:
     """core/v1 Events about pods and the policy ConfigMap, as `kubectl describe` shows them."""
 
-    def __init__(self, api: client.ApiClient, clock: Callable[[], datetime.datetime]) -> None:
+    def __init__(
+        self,
+        api: client.ApiClient,
+        clock: Callable[[], datetime.datetime],
+        instance: str = COMPONENT,
+    ) -> None:
         self.core = client.CoreV1Api(api)
         self.clock = clock
+        self.instance = instance
+        """The replica that reports (its pod name): with two replicas, which one acted."""
 
     def record(
         self,
@@ -43,9 +50,9 @@ class EventRecorder:
             reason=reason,
             message=message[:1024],
             type="Warning" if warning else "Normal",
-            source=client.V1EventSource(component=COMPONENT),
+            source=client.V1EventSource(component=COMPONENT, host=None),
             reporting_component=COMPONENT,
-            reporting_instance=COMPONENT,
+            reporting_instance=self.instance,
             first_timestamp=now,
             last_timestamp=now,
             count=1,

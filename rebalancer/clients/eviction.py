@@ -160,7 +160,7 @@ class EvictionExecutor:
         if self.dry_run:
             self.recorder.record("Pod", namespace, name, reason="WouldEvict", message=why)
             return Outcome(move, "would-evict")
-        self.recorder.record("Pod", namespace, name, reason="Evicted", message=why)
+        self.recorder.record("Pod", namespace, name, reason="EvictedForLocality", message=why)
         return Outcome(move, "evicted", hint=hint)
 
     def _eviction(self, namespace: str, name: str, uid: str) -> client.V1Eviction:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import contextlib
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import (
     Field,
@@ -34,6 +34,10 @@ from rebalancer.strict import Strict
 from rebalancer.traffic.settings import HubbleSource, TrafficSource
 
 Mode = Literal["dry-run", "evict", "migrate"]
+API_VERSION = "topology-rebalancer.io/v1alpha1"
+KIND = "RebalancerPolicy"
+"""A policy may say what it is, so that a later version can tell old documents from new; one
+without them is read as this version."""
 
 
 def _default_strategies() -> tuple[StrategyConfig, ...]:
@@ -68,6 +72,29 @@ class Policy(Strict):
     """How migrate mode steers replacements."""
     price: CrossZonePrice = CrossZonePrice()
     """The price of cross-zone traffic, for the cost figures."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _this_version(cls, data: Any) -> Any:
+        if not isinstance(data, dict):
+            return data
+        for key, expected in (("apiVersion", API_VERSION), ("kind", KIND)):
+            given = data.get(key, expected)
+            if given != expected:
+                raise ValueError(f"{key}: expected {expected!r}, got {given!r}")
+        return {key: value for key, value in data.items() if key not in ("apiVersion", "kind")}
+
+    @classmethod
+    def json_schema(cls) -> dict[str, Any]:
+        """The JSON Schema of a policy document, apiVersion and kind included, for editors and
+        GitOps checks."""
+        schema = cls.model_json_schema()
+        schema["properties"] = {
+            "apiVersion": {"const": API_VERSION},
+            "kind": {"const": KIND},
+            **schema["properties"],
+        }
+        return schema
 
     @model_validator(mode="after")
     def _levels_named_exist(self) -> Policy:

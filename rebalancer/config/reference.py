@@ -18,7 +18,7 @@ import yaml
 from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 
-from rebalancer.config.policy import Mode, Policy
+from rebalancer.config.policy import API_VERSION, KIND, Mode, Policy
 from rebalancer.strategies.registry import STRATEGIES
 from rebalancer.traffic.settings import CustomSource, HubbleSource, IstioSource
 
@@ -159,7 +159,8 @@ def _yaml_lines(model: BaseModel, indent: str) -> Iterator[str]:
 
 def default_policy_yaml(mode: Mode = "dry-run") -> str:
     """The defaults (but for `mode`) as a commented policy document that parses back to them."""
-    return "\n".join(_yaml_lines(Policy(mode=mode), "")) + "\n"
+    head = [f"apiVersion: {API_VERSION}", f"kind: {KIND}"]
+    return "\n".join([*head, *_yaml_lines(Policy(mode=mode), "")]) + "\n"
 
 
 def default_policy_configmap(mode: Mode = "dry-run") -> str:

@@ -104,7 +104,11 @@ class Controller:
             _log.error("cycle error: %s", report.detail)
         else:
             if report.result == "ok":
-                _log.info("cycle ok: %d moves acted on", len(report.outcomes))
+                _log.info(
+                    "cycle ok: %d moves acted on",
+                    len(report.outcomes),
+                    extra={"fields": {"result": "ok", "moves": len(report.outcomes)}},
+                )
             else:
                 _log.warning("cycle %s: no evictions: %s", report.result, report.detail)
         self.metrics.cycle_duration.observe(time.monotonic() - started)
@@ -175,8 +179,16 @@ class Controller:
                 "%s %s -> %s (%s)",
                 done.result,
                 done.move.pod,
-                done.move.destination,
+                " ".join(f"{level}={value}" for level, value in done.move.destination.items()),
                 done.detail or done.move.reason,
+                extra={
+                    "fields": {
+                        "result": done.result,
+                        "pod": done.move.pod,
+                        "target": done.move.destination,
+                        "strategy": done.move.strategy,
+                    }
+                },
             )
         acted = [Acted(done.move, done.hint) for done in outcomes if done.result == "evicted"]
         self.state.save(remember(outcome.state, acted, policy, now))
@@ -189,11 +201,18 @@ class Controller:
         for item in judged:
             self.metrics.landings.labels(item.result).inc()
             _log.info(
-                "%s: replacement %s of %s (target %s)",
+                "%s: replacement %s of %s",
                 item.result,
                 item.pod or "-",
                 item.landing.evicted_pod,
-                item.landing.hint.domain,
+                extra={
+                    "fields": {
+                        "result": item.result,
+                        "pod": item.pod,
+                        "evicted": item.landing.evicted_pod,
+                        "target": item.landing.hint.domain,
+                    }
+                },
             )
             stuck = item.result == "not-scheduled" and item.landing.hint.required and item.pod
             if stuck and self._may_act():

@@ -17,6 +17,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, make
 from rebalancer.clients.eviction import EvictionResult
 from rebalancer.clients.stores import ReloadResult
 from rebalancer.cost.figures import Figures
+from rebalancer.identity import running_version
 from rebalancer.planning.cycle import CycleResult
 from rebalancer.planning.landing import LandingResult
 from rebalancer.planning.types import Plan, SkipCategory
@@ -51,7 +52,10 @@ class ControllerMetrics:
         self.monthly_cost = gauge(
             "cross_zone_cost_per_month", "Estimated cross-zone transfer bill.", ["currency", "when"]
         )
-        self.total_traffic = gauge("traffic_total", "All pod-to-pod traffic seen.")
+        # Not traffic_total: that suffix is for counters, and promtool refuses it on a gauge.
+        self.total_traffic = gauge("traffic", "All pod-to-pod traffic seen, in the source's unit.")
+        self.build_info = gauge("build_info", "1, labelled with the running version.", ["version"])
+        self.build_info.labels(running_version()).set(1)
         self.candidates = gauge("candidates", "Moves the strategies proposed last cycle.")
         self.moves_planned = gauge("moves_planned", "Moves the planner chose last cycle.")
         self.evictions = counter(

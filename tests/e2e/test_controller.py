@@ -281,7 +281,7 @@ def test_metrics_show_the_true_figures(setup: Setup, tmp_path: Path) -> None:
     assert value("traffic_crossing", level="rack", when="current") == pytest.approx(
         truth["rack"], rel=0.05
     )
-    assert value("traffic_total") == pytest.approx(90.0, rel=0.05)
+    assert value("traffic") == pytest.approx(90.0, rel=0.05)
     assert value("traffic_crossing", level="zone", when="predicted") < zone
     monthly = zone * 1000 * SECONDS_PER_MONTH / 1e9 * 0.02
     assert value("cross_zone_cost_per_month", currency="USD", when="current") == pytest.approx(

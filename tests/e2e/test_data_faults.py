@@ -94,4 +94,4 @@ def test_a_prometheus_fault_evicts_nothing_and_says_why(
     logged = [r.getMessage() for r in caplog.records if r.name == "rebalancer.controller.loop"]
     assert logged == [f"cycle {result}: no evictions: {report.detail}"]
     assert setup.pair_pods() == before
-    assert not setup.events("Evicted")
+    assert not setup.events("EvictedForLocality")

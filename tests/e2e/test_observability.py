@@ -50,6 +50,7 @@ POLICY = (
 class Observed:
     prometheus: PrometheusServer
     cluster: LocalCluster
+    metrics_port: int
 
 
 def _set_policy(cluster: LocalCluster, text: str) -> None:
@@ -146,13 +147,24 @@ def observed(cluster: LocalCluster, tmp_path_factory: pytest.TempPathFactory) ->
                 "dry-run again",
             )
             time.sleep(3)
-            yield Observed(prometheus, cluster)
+            yield Observed(prometheus, cluster, metrics_port)
         finally:
             replica.send_signal(signal.SIGTERM)
             replica.wait(timeout=30)
             client.AdmissionregistrationV1Api(
                 cluster.api_client()
             ).delete_mutating_webhook_configuration(WEBHOOK)
+
+
+def test_the_live_metrics_pass_promtool_and_say_the_version(observed: Observed) -> None:
+    """promtool refused topology_rebalancer_traffic_total: a gauge named like a counter."""
+    served = requests.get(f"http://127.0.0.1:{observed.metrics_port}/metrics", timeout=5).text
+    checked = subprocess.run(
+        ["promtool", "check", "metrics"], input=served, capture_output=True, text=True, check=False
+    )
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    assert 'topology_rebalancer_build_info{version="' in served
+    assert "topology_rebalancer_traffic_crossing{" in served  # a cycle ran: not just the help
 
 
 def test_the_rules_load_and_evaluate_cleanly(observed: Observed) -> None:
