@@ -27,7 +27,10 @@ class ScrapeJob:
 
 class PrometheusServer:
     """Debian's `prometheus` on a free loopback port, scraping the given targets every second
-    (job `hubble`), and any `extra_jobs` (name -> targets and labels), with `rule_files`."""
+    (job `hubble`), and any `extra_jobs` (name -> targets and labels), with `rule_files`.
+
+    With `web_config` (Prometheus's --web.config.file: basic auth, TLS, client certificates) its
+    own queries go through `session`, which must carry what that config asks for."""
 
     def __init__(
         self,
@@ -36,13 +39,22 @@ class PrometheusServer:
         *,
         extra_jobs: Mapping[str, ScrapeJob] | None = None,
         rule_files: Sequence[Path] = (),
+        web_config: Mapping[str, Any] | None = None,
+        session: requests.Session | None = None,
     ) -> None:
         binary = shutil.which("prometheus")
         if binary is None:
             raise RuntimeError("the prometheus server is not installed (make installs it)")
         self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
+        tls = web_config is not None and "tls_server_config" in web_config
+        self.url = f"{'https' if tls else 'http'}://127.0.0.1:{self.port}"
+        self.session = session or requests.Session()
+        self.session.trust_env = False  # else REQUESTS_CA_BUNDLE silently replaces its CA
         workdir.mkdir(parents=True, exist_ok=True)
+        flags = []
+        if web_config is not None:
+            (workdir / "web.yml").write_text(yaml.safe_dump(dict(web_config)))
+            flags.append(f"--web.config.file={workdir / 'web.yml'}")
         config = workdir / "prometheus.yml"
         jobs = {"hubble": ScrapeJob(targets), **(extra_jobs or {})}
         document = {
@@ -65,15 +77,18 @@ class PrometheusServer:
                 f"--storage.tsdb.path={workdir / 'tsdb'}",
                 f"--web.listen-address=127.0.0.1:{self.port}",
                 "--log.level=warn",
+                *flags,
             ],
             workdir / "prometheus.log",
         )
 
     def wait_ready(self, timeout: float = 30) -> None:
-        self._wait(lambda: requests.get(f"{self.url}/-/ready", timeout=1).ok, timeout, "ready")
+        ready = f"{self.url}/-/ready"
+        self._wait(lambda: self.session.get(ready, timeout=1).ok, timeout, "ready")
 
     def query(self, promql: str) -> list[dict[str, Any]]:
-        body = requests.get(f"{self.url}/api/v1/query", params={"query": promql}, timeout=5)
+        query = f"{self.url}/api/v1/query"
+        body = self.session.get(query, params={"query": promql}, timeout=5)
         result: list[dict[str, Any]] = body.json()["data"]["result"]
         return result
 

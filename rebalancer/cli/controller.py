@@ -11,6 +11,7 @@ import threading
 
 from prometheus_client import CollectorRegistry
 
+from rebalancer.cli.parser import prometheus_access
 from rebalancer.clients.configmaps import parse_reference
 from rebalancer.clients.events import EventRecorder
 from rebalancer.clients.hints import HintStore
@@ -70,6 +71,7 @@ def _start_webhook(api: ApiClient, args: argparse.Namespace) -> WebhookServer:
 def run(args: argparse.Namespace) -> int:
     if args.unready_after < 1:
         raise InputError(f"run: --unready-after must be at least 1, got {args.unready_after}")
+    access = prometheus_access(args)
     configure_logging(args.log_level)
     logging.getLogger(__name__).info(
         "topology-rebalancer %s starting as %s",
@@ -100,6 +102,7 @@ def run(args: argparse.Namespace) -> int:
         api=api,
         snapshots=(lambda: read_snapshot(api)) if cache is None else cache.snapshot,
         prometheus_url=args.prometheus,
+        prometheus_access=access,
         policies=policies,
         state=ConfigMapState(api, state_namespace, state_name),
         metrics=ControllerMetrics(registry),

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
+from rebalancer.cli.parser import prometheus_access
 from rebalancer.clients.inputs import AnswerReader, RecordedAnswer, TrafficInput, load_snapshot
 from rebalancer.clients.kube_api import api_client, list_cluster, read_snapshot
 from rebalancer.clients.prometheus import PrometheusReader
@@ -49,7 +50,8 @@ def plan(args: argparse.Namespace) -> int:
     if args.traffic is not None:
         reader = RecordedAnswer.from_file(args.traffic)
     elif args.prometheus:
-        reader = PrometheusReader(args.prometheus, policy.traffic.timeout_seconds)
+        access = prometheus_access(args)
+        reader = PrometheusReader(args.prometheus, policy.traffic.timeout_seconds, access)
     else:
         raise InputError("plan: give --traffic FILE or --prometheus URL")
     source = TrafficInput(policy.traffic, reader)

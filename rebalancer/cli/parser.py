@@ -1,14 +1,17 @@
-"""The command line: every command, flag and help text, and nothing that runs."""
+"""The command line: every command, flag and help text, and the flags read into settings."""
 
 from __future__ import annotations
 
 import argparse
 import os
+import re
 import socket
 from pathlib import Path
 from typing import Any
 
+from rebalancer.clients.prometheus import PrometheusAccess
 from rebalancer.controller.logs import LEVELS
+from rebalancer.errors import InputError
 from rebalancer.identity import running_version
 
 DESCRIPTION = """\
@@ -47,6 +50,7 @@ def _add_plan(commands: Any) -> None:
     plan.add_argument("--traffic", type=Path, help="a saved Prometheus /api/v1/query response")
     plan.add_argument("--kubeconfig", help="read the cluster live (the default without --snapshot)")
     plan.add_argument("--prometheus", help="Prometheus base URL, to read traffic live")
+    _add_prometheus_access(plan)
     plan.add_argument(
         "--state",
         type=Path,
@@ -61,7 +65,12 @@ def _add_plan(commands: Any) -> None:
 def _add_run(commands: Any) -> None:
     run = commands.add_parser("run", help="the controller: plan and act every interval")
     run.add_argument("--kubeconfig", help="kubeconfig path (in-cluster config if omitted)")
-    run.add_argument("--prometheus", required=True, help="Prometheus base URL")
+    run.add_argument(
+        "--prometheus",
+        required=True,
+        help="Prometheus base URL, a path prefix included (example: https://mimir/prometheus)",
+    )
+    _add_prometheus_access(run)
     source = run.add_mutually_exclusive_group(required=True)
     source.add_argument("--policy", type=Path, help="policy YAML, read once (local runs)")
     source.add_argument(
@@ -204,3 +213,48 @@ def _add_snapshot(commands: Any) -> None:
     snapshot.add_argument(
         "--output", type=Path, required=True, help="the JSON file to write (example: cluster.json)"
     )
+
+
+def _add_prometheus_access(command: argparse.ArgumentParser) -> None:
+    """Flags for a secured Prometheus; secrets are files (a mounted Secret), read per query."""
+    command.add_argument(
+        "--prometheus-bearer-token-file", type=Path, help="send this file's token as Bearer"
+    )
+    command.add_argument("--prometheus-username", help="basic auth user (with a password file)")
+    command.add_argument("--prometheus-password-file", type=Path, help="basic auth password")
+    command.add_argument("--prometheus-ca-file", type=Path, help="CA bundle to trust (PEM)")
+    command.add_argument("--prometheus-cert-file", type=Path, help="client certificate (PEM)")
+    command.add_argument("--prometheus-key-file", type=Path, help="client certificate's key")
+    command.add_argument(
+        "--prometheus-header",
+        action="append",
+        default=[],
+        metavar="NAME:VALUE",
+        help="a header sent with every query; repeat for more (example: X-Scope-OrgID:team-a)",
+    )
+
+
+_HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
+
+
+def prometheus_access(args: argparse.Namespace) -> PrometheusAccess:
+    """The access flags as settings, or InputError naming the flag that cannot work."""
+    headers = {}
+    for given in args.prometheus_header:
+        name, colon, value = given.partition(":")
+        if not colon or not _HEADER_NAME.fullmatch(name.strip()) or "\n" in value:
+            raise InputError(f"--prometheus-header: expected NAME:VALUE, got {given!r}")
+        headers[name.strip()] = value.strip()
+    access = PrometheusAccess(
+        bearer_token_file=args.prometheus_bearer_token_file,
+        username=args.prometheus_username,
+        password_file=args.prometheus_password_file,
+        ca_file=args.prometheus_ca_file,
+        cert_file=args.prometheus_cert_file,
+        key_file=args.prometheus_key_file,
+        headers=headers,
+    )
+    problems = access.problems()
+    if problems:
+        raise InputError(problems[0])
+    return access

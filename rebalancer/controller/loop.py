@@ -27,7 +27,7 @@ from rebalancer.clients.eviction import EvictionExecutor, Outcome, Steering
 from rebalancer.clients.hints import HintStore
 from rebalancer.clients.inputs import TrafficInput
 from rebalancer.clients.kube_api import ApiClient
-from rebalancer.clients.prometheus import PrometheusReader
+from rebalancer.clients.prometheus import PrometheusAccess, PrometheusReader
 from rebalancer.clients.stores import ReloadResult
 from rebalancer.cluster.model import Snapshot
 from rebalancer.config.policy import Mode, Policy
@@ -80,6 +80,8 @@ class Controller:
     recorder: EventRecorder
     hints: HintStore | None = None
     """Where migrate mode records placement hints for the webhook; None: migrate cannot run."""
+    prometheus_access: PrometheusAccess = field(default_factory=PrometheusAccess)
+    """Credentials, TLS and headers for a secured Prometheus."""
     clock: Callable[[], float] = time.time
     last_report: CycleReport | None = field(default=None, init=False)
     scheduled: bool = field(default=False, init=False)
@@ -136,7 +138,9 @@ class Controller:
             return CycleReport("error", "migrate mode needs the webhook (--webhook-port)")
         with collector_paused():  # reading and planning; evicting allocates little
             snapshot = self.snapshots()
-            reader = PrometheusReader(self.prometheus_url, policy.traffic.timeout_seconds)
+            reader = PrometheusReader(
+                self.prometheus_url, policy.traffic.timeout_seconds, self.prometheus_access
+            )
             traffic = TrafficInput(policy.traffic, reader).read(snapshot)
             now = self.clock()
             state = self.state.load()
