@@ -15,10 +15,12 @@ $(STAMP): pyproject.toml
 	touch $@
 
 # Debian's Prometheus server, for the integration tests that query a real one.
+# Two real PromQL engines for the integration tests: Prometheus and VictoriaMetrics.
 prometheus:
-	@command -v prometheus >/dev/null || { \
-	  echo "installing Debian's prometheus for the integration tests"; \
-	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq prometheus >/dev/null; }
+	@command -v prometheus >/dev/null && command -v victoria-metrics >/dev/null || { \
+	  echo "installing Debian's prometheus and victoria-metrics for the integration tests"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+	    prometheus victoria-metrics >/dev/null; }
 
 # The real control plane (kube-apiserver, controller-manager, scheduler, etcd, kwok), built from
 # the Go modules under tools/ into a cache outside the checkout; minutes the first time only.

@@ -12,7 +12,7 @@ import pytest
 
 from harness import builders as b
 from harness.exporter import HUBBLE_FLOWS, ISTIO_TCP_SENT, FlowCounters, FlowMetric, Pair, serve
-from harness.prometheus import PrometheusServer
+from harness.prometheus import Engine, PrometheusServer
 from rebalancer.cli import main
 from tests.conftest import LIVE_POLICY_YAML, all_pairs, grid_nodes, pod_keys, snapshot_of
 
@@ -28,7 +28,13 @@ CLIENTS_AND_SERVERS = [
 
 @contextmanager
 def watched(
-    workdir: Path, objects: list[b.Obj], source: str, rates: dict[Pair, float], metric: FlowMetric
+    workdir: Path,
+    objects: list[b.Obj],
+    source: str,
+    rates: dict[Pair, float],
+    metric: FlowMetric,
+    *,
+    engine: Engine = "prometheus",
 ) -> Iterator[tuple[Path, Path, str]]:
     """The policy and snapshot files, and the URL of a Prometheus that has scraped the exporter
     of these rates for a whole rate() window: rate() divides by the whole window, so it is true
@@ -38,7 +44,7 @@ def watched(
     policy_file = workdir / "policy.yaml"
     policy_file.write_text(LIVE_POLICY_YAML.replace("source: hubble", f"source: {source}"))
     with serve(FlowCounters(lambda: rates, metric)) as target:
-        server = PrometheusServer(workdir, [target])
+        server = PrometheusServer(workdir, [target], engine=engine)
         try:
             server.wait_ready()
             server.wait_for(f"count_over_time({metric.name}_total[10s]) >= 10", len(rates))
@@ -47,18 +53,30 @@ def watched(
             server.stop()
 
 
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, Path, str]]:
-    """Clients in zone a talking to servers in zone b, a quiet pair, and Prometheus watching."""
+def _split_pair(
+    tmp_path_factory: pytest.TempPathFactory, engine: Engine
+) -> Iterator[tuple[Path, Path, str]]:
+    """Clients in zone a talking to servers in zone b, a quiet pair, and `engine` watching."""
     objects = [*CLIENTS_AND_SERVERS, *b.deployment_pods("quiet", ["node-a22", "node-b22"])]
     snapshot = snapshot_of(objects)
     rates = all_pairs(pod_keys(snapshot, "client"), pod_keys(snapshot, "server"), 20.0)
     quiet = pod_keys(snapshot, "quiet")
     rates[(quiet[0], quiet[1])] = 0.05
     rates[("default/deleted-pod-1", quiet[0])] = 5.0  # a pod that is gone from the cluster
-    workdir = tmp_path_factory.mktemp("prometheus")
-    with watched(workdir, objects, "hubble", rates, HUBBLE_FLOWS) as files:
+    workdir = tmp_path_factory.mktemp(engine)
+    with watched(workdir, objects, "hubble", rates, HUBBLE_FLOWS, engine=engine) as files:
         yield files
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, Path, str]]:
+    yield from _split_pair(tmp_path_factory, "prometheus")
+
+
+@pytest.fixture(scope="module")
+def vm_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, Path, str]]:
+    """The same, read from VictoriaMetrics, a second PromQL engine (MetricsQL)."""
+    yield from _split_pair(tmp_path_factory, "victoria-metrics")
 
 
 @pytest.fixture(scope="module")
@@ -94,6 +112,7 @@ def plan(
     ("watched_cluster", "traffic"),
     [
         ("cluster", {"series": 11, "unmatched": {"unknown-pod": 1}}),
+        ("vm_cluster", {"series": 11, "unmatched": {"unknown-pod": 1}}),
         ("istio_cluster", {"series": 2, "unmatched": {"unknown-workload": 1}}),
     ],
 )
