@@ -396,15 +396,22 @@ class LocalCluster:
         for workload in scenario.workloads:
             self.wait_ready(workload.namespace, workload.name, workload.replicas, timeout)
 
-    @contextlib.contextmanager
-    def only_schedulable(self, domain: Mapping[LevelName, str]) -> Iterator[None]:
+    def only_schedulable(
+        self, domain: Mapping[LevelName, str]
+    ) -> contextlib.AbstractContextManager[None]:
         """Cordon every node outside `domain` ({level: value}) for the duration of the block."""
+        return self.cordoned_unless(
+            lambda node: in_domain(node["metadata"].get("labels") or {}, domain)
+        )
+
+    @contextlib.contextmanager
+    def cordoned_unless(self, keep: Callable[[dict[str, Any]], bool]) -> Iterator[None]:
+        """Cordon every schedulable node `keep` refuses (given its raw JSON) for the block."""
         core = client.CoreV1Api(self.api_client())
         cordoned = [
             node["metadata"]["name"]
             for node in list_raw("Node", core.list_node)
-            if not node.get("spec", {}).get("unschedulable")
-            and not in_domain(node["metadata"].get("labels") or {}, domain)
+            if not node.get("spec", {}).get("unschedulable") and not keep(node)
         ]
         for name in cordoned:
             core.patch_node(name, {"spec": {"unschedulable": True}})

@@ -4,13 +4,14 @@ the scheduler, the snapshot read live, and the move planned with the built-in or
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from harness.cluster import LocalCluster
-from harness.shapes import HOST, SHAPES
+from harness.cluster import LocalCluster, local_cluster
+from harness.shapes import SHAPES
 from rebalancer.cli import main
 from rebalancer.clients.kube_api import read_snapshot
 from rebalancer.cluster.model import Snapshot
@@ -19,17 +20,15 @@ from tests.test_shapes import expect_the_clients_move, shape_nodes
 pytestmark = pytest.mark.e2e
 
 
-def _deployment(namespace: str, name: str, replicas: int, hosts: list[str]) -> dict[str, Any]:
-    """Pods the scheduler places on `hosts`, as a Deployment (the rebalancer moves no bare pod)."""
-    affinity = {
-        "nodeAffinity": {
-            "requiredDuringSchedulingIgnoredDuringExecution": {
-                "nodeSelectorTerms": [
-                    {"matchExpressions": [{"key": HOST, "operator": "In", "values": hosts}]}
-                ]
-            }
-        }
-    }
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
+    """A control plane of its own: the shapes' nodes carry labels (a region, other zones) that
+    would change the topology every later test of the session's cluster sees."""
+    with local_cluster(tmp_path_factory.mktemp("shapes")) as running:
+        yield running
+
+
+def _deployment(namespace: str, name: str, replicas: int) -> dict[str, Any]:
     container = {"name": "main", "image": "app", "resources": {"requests": {"cpu": "100m"}}}
     return {
         "apiVersion": "apps/v1",
@@ -40,7 +39,7 @@ def _deployment(namespace: str, name: str, replicas: int, hosts: list[str]) -> d
             "selector": {"matchLabels": {"app": name}},
             "template": {
                 "metadata": {"labels": {"app": name}},
-                "spec": {"containers": [container], "affinity": affinity},
+                "spec": {"containers": [container]},
             },
         },
     }
@@ -64,18 +63,17 @@ def _only(snapshot: Snapshot, prefix: str, namespace: str) -> Snapshot:
 def test_each_label_shape_read_live_plans_the_clients_move(
     cluster: LocalCluster, name: str
 ) -> None:
-    shape, prefix, namespace = SHAPES[name], f"{name}-", f"shape-{name}"
+    shape, prefix = SHAPES[name], f"{name}-"
+    namespace = f"shape-{name.replace('.', '-')}"  # a DNS label: no dots
     cluster.add_nodes(shape_nodes(shape, prefix))
     cluster.ensure_namespace(namespace)
-    servers = sorted({f"{prefix}n{index}" for index in shape.server_nodes})
-    cluster.apply(
-        [
-            _deployment(namespace, "client", 2, [f"{prefix}n1"]),
-            _deployment(namespace, "server", 3, servers),
-        ]
-    )
-    cluster.wait_ready(namespace, "client", 2)
-    cluster.wait_ready(namespace, "server", 3)
+    servers = {f"{prefix}n{index}" for index in shape.server_nodes}
+    with cluster.cordoned_unless(lambda node: node["metadata"]["name"] == f"{prefix}n1"):
+        cluster.apply([_deployment(namespace, "client", 2)])
+        cluster.wait_ready(namespace, "client", 2)
+    with cluster.cordoned_unless(lambda node: node["metadata"]["name"] in servers):
+        cluster.apply([_deployment(namespace, "server", 3)])
+        cluster.wait_ready(namespace, "server", 3)
     snapshot = _only(read_snapshot(cluster.api_client()), prefix, namespace)
     for node_name, labels in shape.node_labels(prefix).items():
         assert snapshot.nodes[node_name].labels.items() >= labels.items()  # as read from the API
