@@ -15,6 +15,11 @@ RUN /opt/rebalancer/bin/pip install --no-deps . \
     && /opt/rebalancer/bin/python -m compileall -q /opt/rebalancer
 
 FROM python:3.11-slim-bookworm
+# The version is pyproject.toml's; a test keeps the two equal.
+LABEL org.opencontainers.image.title="topology-rebalancer" \
+      org.opencontainers.image.description="Moves pods that talk across zones or racks closer together, within PodDisruptionBudgets" \
+      org.opencontainers.image.version="0.1.0" \
+      org.opencontainers.image.licenses="Apache-2.0"
 # Bytecode was compiled at build time; nothing is written under the read-only root at run time.
 ENV PATH=/opt/rebalancer/bin:$PATH \
     PYTHONDONTWRITEBYTECODE=1 \

@@ -7,6 +7,7 @@ from __future__ import annotations
 import shutil
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 import kubernetes_validate
@@ -134,6 +135,21 @@ def test_the_dockerfile_passes_hadolint() -> None:
         [str(hadolint), str(ROOT / "Dockerfile")], capture_output=True, text=True, check=False
     )
     assert linted.returncode == 0, linted.stdout + linted.stderr
+
+
+def test_the_image_and_the_objects_say_the_packages_version() -> None:
+    """The image's OCI labels, its tag in the Deployment and the recommended Kubernetes labels
+    carry pyproject.toml's version: when one is bumped the others must be."""
+    version = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
+    dockerfile = (ROOT / "Dockerfile").read_text()
+    assert f'org.opencontainers.image.version="{version}"' in dockerfile
+    assert f"docker build -t topology-rebalancer:{version} ." in dockerfile
+    for overlay in OVERLAYS:
+        objects = build_overlay(overlay)
+        deployment = find(objects, "Deployment", "topology-rebalancer")
+        [container] = deployment["spec"]["template"]["spec"]["containers"]
+        assert container["image"] == f"topology-rebalancer:{version}"
+        assert all(o["metadata"]["labels"]["app.kubernetes.io/version"] == version for o in objects)
 
 
 @pytest.mark.integration
