@@ -1,8 +1,10 @@
-"""deploy/ as the tests see it: each overlay built by kustomize (kubectl's own, from the test
-binaries), and the controller's flags read back from its Deployment."""
+"""deploy/ and the chart as the tests see them: each overlay built by kustomize (kubectl's own,
+from the test binaries), the chart rendered by helm (built the same way), and the controller's
+flags read back from its Deployment."""
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 from typing import Any
@@ -10,7 +12,7 @@ from typing import Any
 import yaml
 
 from harness.cluster import build_binaries
-from harness.paths import DEPLOY
+from harness.paths import CHART, DEPLOY
 
 OVERLAY_MODES = {
     "dry-run": "dry-run",
@@ -24,6 +26,28 @@ OVERLAYS = tuple(OVERLAY_MODES)
 
 def kubectl() -> str:
     return str(build_binaries() / "kubectl")
+
+
+def helm() -> str:
+    return str(build_binaries() / "helm")
+
+
+def render_chart(
+    values: dict[str, Any], namespace: str = "topology-rebalancer", release: str = "rebalancer"
+) -> str:
+    """`helm template` of the chart with `values` (as --set-json each), as text."""
+    flags = [f"--set-json={key}={json.dumps(value)}" for key, value in values.items()]
+    rendered = subprocess.run(
+        [helm(), "template", release, str(CHART), "--namespace", namespace, *flags],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return rendered.stdout
+
+
+def objects_of(rendered: str) -> list[dict[str, Any]]:
+    return [doc for doc in yaml.safe_load_all(rendered) if doc]
 
 
 def build_overlay(overlay: str) -> list[dict[str, Any]]:
@@ -42,9 +66,9 @@ def find(objects: list[dict[str, Any]], kind: str, name: str) -> dict[str, Any]:
     return found
 
 
-def controller_args(objects: list[dict[str, Any]], env: dict[str, str]) -> list[str]:
+def controller_args(
+    objects: list[dict[str, Any]], env: dict[str, str], name: str = "topology-rebalancer"
+) -> list[str]:
     """The Deployment's args with $(VAR) expanded from `env`, as the kubelet would."""
-    [container] = find(objects, "Deployment", "topology-rebalancer")["spec"]["template"]["spec"][
-        "containers"
-    ]
+    [container] = find(objects, "Deployment", name)["spec"]["template"]["spec"]["containers"]
     return [re.sub(r"\$\((\w+)\)", lambda m: env[m.group(1)], arg) for arg in container["args"]]

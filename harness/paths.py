@@ -7,3 +7,4 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLES = REPO / "examples"
 DEPLOY = REPO / "deploy"
+CHART = REPO / "charts" / "topology-rebalancer"

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds the real control plane the tests run (kube-apiserver, kube-controller-manager,
-# kube-scheduler, etcd and kwok), and kubectl for the deploy/ tests, from the Go modules pinned under tools/, into a cache outside the
+# kube-scheduler, etcd and kwok), and kubectl and helm for the deploy/ and chart tests, from the Go modules pinned under tools/, into a cache outside the
 # checkout keyed by version, so later runs and CI on the same machine reuse them.
 #
 # Progress goes to stderr; the last line on stdout is the directory that holds every binary and
@@ -43,6 +43,11 @@ for component in kube-apiserver kube-controller-manager kube-scheduler kubectl; 
 done
 build etcd etcd go.etcd.io/etcd/server/v3
 build kwok kwok sigs.k8s.io/kwok/cmd/kwok
+# helm, for the chart's tests; named by version, so a new pin is built beside the old one.
+helm_version=$(version_of helm helm.sh/helm/v4)
+build helm "helm-$helm_version" helm.sh/helm/v4/cmd/helm \
+    "-X helm.sh/helm/v4/internal/version.version=$helm_version"
+ln -sf "helm-$helm_version" "$bin/helm"
 
 # kwok v0.8 has no built-in stages: take the fast node and pod lifecycles its module ships, but
 # not pod-complete, which would end Job pods (training gangs) at once.

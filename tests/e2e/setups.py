@@ -4,6 +4,10 @@ for it: the setup that the controller, fault and cluster-fault tests share, one 
 from __future__ import annotations
 
 import datetime
+import json
+import os
+import signal
+import subprocess
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -17,7 +21,9 @@ from prometheus_client import CollectorRegistry
 
 from harness.cluster import LocalCluster
 from harness.live import live_scenario
+from harness.process import free_port, wait_until
 from harness.prometheus import PrometheusServer
+from harness.scrape import scrape, total
 from rebalancer.clients.events import EventRecorder
 from rebalancer.clients.eviction import EvictionExecutor, Outcome
 from rebalancer.clients.kube_api import list_raw, read_snapshot
@@ -124,3 +130,67 @@ def split_pair_setup(
     scenario = scenario or split_pair_scenario(namespace)
     with live_scenario(cluster, scenario, workdir) as (_truth, prometheus):
         yield Setup(cluster, prometheus, scenario, namespace)
+
+
+@dataclass(frozen=True)
+class MigrateRun:
+    samples: dict[tuple[str, tuple[tuple[str, str], ...]], float]
+    log: list[dict[str, Any]]
+    """The controller's JSON log lines."""
+
+    def refused(self) -> list[str]:
+        return [m for m in (line["message"] for line in self.log) if "403" in m or "Forbidden" in m]
+
+
+def migrate_cycle_as(
+    cluster: LocalCluster,
+    kubeconfig: Path,
+    args: list[str],
+    *,
+    webhook: str,
+    workloads: str,
+    workdir: Path,
+) -> MigrateRun:
+    """An installed controller's flags (`args`), run on this machine with `kubeconfig` (its
+    ServiceAccount's), against a split pair in `workloads`, until a replacement's landing is
+    judged. The webhook is pointed at it: the cluster cannot reach a Service on this machine."""
+    webhook_port, metrics_port = free_port(), free_port()
+    admission = client.AdmissionregistrationV1Api(cluster.api_client())
+    admission.patch_mutating_webhook_configuration(
+        webhook,
+        [
+            {
+                "op": "replace",
+                "path": "/webhooks/0/clientConfig",
+                "value": {"url": f"https://127.0.0.1:{webhook_port}/mutate"},
+            }
+        ],
+    )
+    scenario = split_pair_scenario(workloads)
+    with live_scenario(cluster, scenario, workdir / "prometheus") as (_truth, prometheus):
+        flags = {arg.split("=", 1)[0]: arg for arg in args}
+        flags["--prometheus"] = f"--prometheus={prometheus.url}"
+        flags["--metrics-port"] = f"--metrics-port={metrics_port}"
+        flags["--webhook-port"] = f"--webhook-port={webhook_port}"
+        command = [sys.executable, "-m", "rebalancer.cli", "run", *flags.values()]
+        command += ["--metrics-address=127.0.0.1", f"--kubeconfig={kubeconfig}"]
+        log = workdir / "controller.log"
+        with log.open("w") as output:
+            replica = subprocess.Popen(
+                command,
+                stderr=output,
+                stdout=output,
+                env={**os.environ, "POD_NAME": "rebalancer-test-0"},
+            )
+        try:
+            wait_until(
+                lambda: total(scrape(metrics_port), "topology_rebalancer_landings_total") >= 1,
+                120,
+                "an eviction, its replacement and the landing judged",
+            )
+            samples = scrape(metrics_port)
+        finally:
+            replica.send_signal(signal.SIGTERM)
+            replica.wait(timeout=30)
+    lines = [json.loads(line) for line in log.read_text().splitlines() if line.startswith("{")]
+    return MigrateRun(samples, lines)

@@ -4,11 +4,7 @@ migrate cycle with the rights deploy/ grants; and what it was not granted is ref
 
 from __future__ import annotations
 
-import json
-import os
-import signal
 import subprocess
-import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -19,11 +15,10 @@ from kubernetes import client, config
 
 from harness.cluster import LocalCluster, build_binaries
 from harness.deploy import OVERLAYS, build_overlay, controller_args, kubectl
-from harness.live import live_scenario
 from harness.paths import DEPLOY
-from harness.process import free_port, wait_until
-from harness.scrape import scrape, total
-from tests.conftest import LIVE_POLICY_YAML, split_pair_scenario
+from harness.scrape import total
+from tests.conftest import LIVE_POLICY_YAML
+from tests.e2e.setups import migrate_cycle_as
 
 pytestmark = pytest.mark.e2e
 
@@ -116,64 +111,21 @@ def installed(
 def test_the_service_account_runs_a_whole_migrate_cycle(
     cluster: LocalCluster, installed: Path, tmp_path: Path
 ) -> None:
-    webhook_port, metrics_port = free_port(), free_port()
-    admission = client.AdmissionregistrationV1Api(cluster.api_client())
-    # The cluster cannot reach a Service on this machine; the URL reaches the same controller.
-    admission.patch_mutating_webhook_configuration(
-        "topology-rebalancer",
-        [
-            {
-                "op": "replace",
-                "path": "/webhooks/0/clientConfig",
-                "value": {"url": f"https://127.0.0.1:{webhook_port}/mutate"},
-            }
-        ],
+    args = controller_args(
+        build_overlay("migrate"), {"PROMETHEUS_URL": "", "POD_NAMESPACE": NAMESPACE}
     )
-    scenario = split_pair_scenario(WORKLOADS)
-    with live_scenario(cluster, scenario, tmp_path / "prometheus") as (_truth, prometheus):
-        objects = build_overlay("migrate")
-        args = controller_args(
-            objects, {"PROMETHEUS_URL": prometheus.url, "POD_NAMESPACE": NAMESPACE}
-        )
-        flags = {arg.split("=", 1)[0]: arg for arg in args}
-        flags["--metrics-port"] = f"--metrics-port={metrics_port}"
-        flags["--webhook-port"] = f"--webhook-port={webhook_port}"
-        command = [
-            sys.executable,
-            "-m",
-            "rebalancer.cli",
-            "run",
-            *flags.values(),
-            "--metrics-address=127.0.0.1",
-            f"--kubeconfig={installed}",
-        ]
-        log = tmp_path / "controller.log"
-        with log.open("w") as output:
-            replica = subprocess.Popen(
-                command,
-                stderr=output,
-                stdout=output,
-                env={**os.environ, "POD_NAME": "rebalancer-test-0"},
-            )
-        try:
-            wait_until(
-                lambda: total(scrape(metrics_port), "topology_rebalancer_landings_total") >= 1,
-                120,
-                "an eviction, its replacement and the landing judged",
-            )
-            samples = scrape(metrics_port)
-        finally:
-            replica.send_signal(signal.SIGTERM)
-            replica.wait(timeout=30)
-    lines = [json.loads(line) for line in log.read_text().splitlines() if line.startswith("{")]
-    refused = [
-        line["message"]
-        for line in lines
-        if "403" in line["message"] or "Forbidden" in line["message"]
-    ]
-    assert refused == []
-    assert total(samples, "topology_rebalancer_evictions_total", result="evicted") >= 1
-    assert total(samples, "topology_rebalancer_landings_total", result="landed-in-target") >= 1
+    run = migrate_cycle_as(
+        cluster,
+        installed,
+        args,
+        webhook="topology-rebalancer",
+        workloads=WORKLOADS,
+        workdir=tmp_path,
+    )
+    assert run.refused() == []
+    assert total(run.samples, "topology_rebalancer_evictions_total", result="evicted") >= 1
+    assert total(run.samples, "topology_rebalancer_landings_total", result="landed-in-target") >= 1
+    admission = client.AdmissionregistrationV1Api(cluster.api_client())
     core = client.CoreV1Api(cluster.api_client())
     secret: Any = core.read_namespaced_secret("topology-rebalancer-webhook", NAMESPACE)
     [webhook] = admission.read_mutating_webhook_configuration("topology-rebalancer").webhooks or []
