@@ -70,8 +70,12 @@ def running(files: Files, name: str, web: dict[str, Any], session: requests.Sess
     server = PrometheusServer(
         files.workdir / name, [files.exporter], web_config=web, session=session
     )
-    server.wait_ready()
-    server.wait_for(f"count_over_time({HUBBLE_FLOWS.name}_total[10s]) >= 10", 4)
+    try:
+        server.wait_ready()
+        server.wait_for(f"count_over_time({HUBBLE_FLOWS.name}_total[10s]) >= 10", 4)
+    except BaseException:
+        server.stop()  # a server that never got ready is still running
+        raise
     return server
 
 
