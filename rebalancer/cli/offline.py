@@ -6,6 +6,7 @@ import argparse
 import json
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from pydantic import ValidationError
@@ -14,6 +15,7 @@ from rebalancer.cli.parser import prometheus_access
 from rebalancer.clients.inputs import AnswerReader, RecordedAnswer, TrafficInput, load_snapshot
 from rebalancer.clients.kube_api import api_client, list_cluster, read_snapshot
 from rebalancer.clients.prometheus import PrometheusReader
+from rebalancer.cluster.model import Snapshot
 from rebalancer.config.policy import Policy, load_policy, parse_policy
 from rebalancer.errors import EXIT_OK, InputError, SourceUnavailableError
 from rebalancer.planning.cycle import CycleOutcome, collector_paused, plan_cycle, topology_of
@@ -30,6 +32,16 @@ from rebalancer.simulator.run import DEFAULT_POLICY, simulate
 from rebalancer.simulator.scenario import Scenario, load_scenario
 
 
+def _cluster_source(args: argparse.Namespace, command: str) -> Callable[[], Snapshot]:
+    """How the command reads the cluster, --snapshot FILE or live; both given is refused now,
+    before anything is read."""
+    if args.snapshot is not None and args.kubeconfig:
+        raise InputError(f"{command}: give either --snapshot FILE or --kubeconfig PATH, not both")
+    if args.snapshot is not None:
+        return lambda: load_snapshot(args.snapshot)
+    return lambda: read_snapshot(api_client(args.kubeconfig))
+
+
 def _read_state(path: Path | None) -> PlannerState:
     if path is None or not path.exists():
         return PlannerState()
@@ -44,8 +56,7 @@ def plan(args: argparse.Namespace) -> int:
     policy = load_policy(args.policy) if args.policy else Policy()
     if args.traffic is not None and args.prometheus:
         raise InputError("plan: give either --traffic FILE or --prometheus URL, not both")
-    if args.snapshot is not None and args.kubeconfig:
-        raise InputError("plan: give either --snapshot FILE or --kubeconfig PATH, not both")
+    read_cluster = _cluster_source(args, "plan")
     reader: AnswerReader
     if args.traffic is not None:
         reader = RecordedAnswer.from_file(args.traffic)
@@ -56,10 +67,7 @@ def plan(args: argparse.Namespace) -> int:
         raise InputError("plan: give --traffic FILE or --prometheus URL")
     source = TrafficInput(policy.traffic, reader)
     answers = source.answers()
-    if args.snapshot is not None:
-        snapshot = load_snapshot(args.snapshot)
-    else:
-        snapshot = read_snapshot(api_client(args.kubeconfig))
+    snapshot = read_cluster()
     traffic = source.mapped(answers, snapshot)
     state = _read_state(args.state)
     outcome = plan_cycle(
@@ -147,13 +155,7 @@ def snapshot(args: argparse.Namespace) -> int:
 
 def topology(args: argparse.Namespace) -> int:
     policy = load_policy(args.policy) if args.policy else Policy()
-    if args.snapshot is not None and args.kubeconfig:
-        raise InputError("topology: give either --snapshot FILE or --kubeconfig PATH, not both")
-    if args.snapshot is not None:
-        snapshot = load_snapshot(args.snapshot)
-    else:
-        snapshot = read_snapshot(api_client(args.kubeconfig))
-    found = topology_of(policy, snapshot)
+    found = topology_of(policy, _cluster_source(args, "topology")())
     if args.output == "json":
         print(json.dumps(topology_json(found), indent=2))
     else:

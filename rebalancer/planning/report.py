@@ -45,9 +45,7 @@ def outcome_json(outcome: CycleOutcome, unit: str, currency: str) -> dict[str, A
     document: dict[str, Any] = {
         "unit": unit,
         "currency": currency,
-        "nodes_missing_labels": {
-            node: list(levels) for node, levels in sorted(outcome.topology.missing_labels.items())
-        },
+        "nodes_missing_labels": _missing_labels_json(outcome.topology),
         "pods_on_unknown_nodes": dict(sorted(outcome.stray_pods.items())),
         "levels_not_in_force": [
             outcome.topology.levels[index].name for index in sorted(outcome.topology.not_in_force)
@@ -106,15 +104,20 @@ def _table(header: list[str], rows: list[list[str]]) -> list[str]:
     return [line.rstrip() for line in lines]
 
 
+def _first_few(lines: list[str], more: str, shown: int) -> list[str]:
+    """The first `shown` warnings, and one line counting the rest (`more` names them)."""
+    if len(lines) <= shown:
+        return lines
+    return [*lines[:shown], f"warning: and {len(lines) - shown} more {more}"]
+
+
 def stray_warnings(strays: Mapping[str, str], shown: int = 5) -> list[str]:
     """The first few pods on nodes the snapshot lacks, and how many more."""
     lines = [
         f"warning: pod {pod} is on node {node}, which the snapshot lacks; it is not moved"
-        for pod, node in sorted(strays.items())[:shown]
+        for pod, node in sorted(strays.items())
     ]
-    if len(strays) > shown:
-        lines.append(f"warning: and {len(strays) - shown} more pods on nodes the snapshot lacks")
-    return lines
+    return _first_few(lines, "pods on nodes the snapshot lacks", shown)
 
 
 def outcome_table(outcome: CycleOutcome, unit: str, currency: str) -> str:
@@ -177,14 +180,15 @@ def outcome_table(outcome: CycleOutcome, unit: str, currency: str) -> str:
 
 def missing_label_warnings(topology: Topology, shown: int = 5) -> list[str]:
     """The first few nodes that lack a level's label, and how many more."""
-    missing = sorted(topology.missing_labels.items())
     lines = [
         f"warning: node {node} lacks the label of level(s) {', '.join(levels)}"
-        for node, levels in missing[:shown]
+        for node, levels in sorted(topology.missing_labels.items())
     ]
-    if len(missing) > shown:
-        lines.append(f"warning: and {len(missing) - shown} more nodes lack a level's label")
-    return lines
+    return _first_few(lines, "nodes lack a level's label", shown)
+
+
+def _missing_labels_json(topology: Topology) -> dict[str, list[str]]:
+    return {node: list(levels) for node, levels in sorted(topology.missing_labels.items())}
 
 
 def topology_table(topology: Topology) -> str:
@@ -219,7 +223,5 @@ def topology_json(topology: Topology) -> dict[str, Any]:
             for index, (level, nodes, domains) in enumerate(topology.coverage())
         ],
         "nodes": len(topology.node_locations),
-        "nodes_missing_labels": {
-            node: list(levels) for node, levels in sorted(topology.missing_labels.items())
-        },
+        "nodes_missing_labels": _missing_labels_json(topology),
     }
