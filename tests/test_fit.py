@@ -46,6 +46,41 @@ def test_resources_count_every_pod_on_the_node() -> None:
     assert _check(objects[:3], "default/p", "n2") is None
 
 
+def _gpus(count: str) -> b.Mutator:
+    def give(obj: b.Obj) -> None:
+        if obj["kind"] == "Node":
+            obj["status"]["allocatable"]["nvidia.com/gpu"] = count
+        else:
+            obj["spec"]["containers"][0]["resources"]["requests"]["nvidia.com/gpu"] = count
+
+    return give
+
+
+def test_a_gpu_node_is_full_when_its_gpus_are_taken_whatever_cpu_is_left() -> None:
+    objects = [
+        b.node("n1", "a", mutate=_gpus("8")),
+        b.node("n2", "b", cpu="96", mutate=_gpus("8")),
+        b.node("cpu-only", "b", cpu="96"),
+        b.pod("worker", "n1", mutate=_gpus("8")),
+        b.pod("tenant", "n2", mutate=_gpus("4")),
+    ]
+    assert _check(objects, "default/worker", "n2") == "insufficient resources"
+    assert _check(objects, "default/worker", "cpu-only") == "insufficient resources"
+    assert _check(objects[:4], "default/worker", "n2") is None
+    assert _check(objects, "default/tenant", "n1") == "insufficient resources"
+
+
+def test_init_containers_count_their_largest_extended_request() -> None:
+    def init_gpus(pod: b.Obj) -> None:
+        resources = {"requests": {"nvidia.com/gpu": "4", "ephemeral-storage": "1Gi"}}
+        pod["spec"]["initContainers"] = [{"name": "warm", "resources": resources}]
+        pod["spec"]["containers"][0]["resources"]["requests"]["nvidia.com/gpu"] = "2"
+
+    snapshot = snapshot_of([b.node("n1", "a"), b.pod("p", "n1", mutate=init_gpus)])
+    requests = snapshot.pods["default/p"].requests
+    assert requests.scalars == (("ephemeral-storage", 2**30), ("nvidia.com/gpu", 4))
+
+
 @pytest.mark.parametrize(
     ("node_mutate", "pod_mutate", "refused"),
     [

@@ -158,6 +158,20 @@ def _second_init_container_asks(memory: str) -> Callable[[dict[str, Any]], None]
     return mutate
 
 
+def _asks_gpus(count: str) -> Callable[[dict[str, Any]], None]:
+    def mutate(pod: dict[str, Any]) -> None:
+        pod["spec"]["containers"][0]["resources"]["requests"]["nvidia.com/gpu"] = count
+
+    return mutate
+
+
+def _offers_gpus(count: str) -> Callable[[dict[str, Any]], None]:
+    def mutate(node: dict[str, Any]) -> None:
+        node["status"]["allocatable"]["nvidia.com/gpu"] = count
+
+    return mutate
+
+
 @pytest.mark.parametrize(
     ("document", "message"),
     [
@@ -189,6 +203,15 @@ def _second_init_container_asks(memory: str) -> Callable[[dict[str, Any]], None]
             "invalid quantity '1e400'",
         ),
         (
+            b.k8s_list([b.pod("p", "n1", None, mutate=_asks_gpus("two"))]),
+            "s.json: items[0] (Pod p): spec.containers[0].resources.requests.nvidia.com/gpu: "
+            "invalid quantity 'two'",
+        ),
+        (
+            b.k8s_list([b.node("n1", "a", mutate=_offers_gpus("-8"))]),
+            "s.json: items[0] (Node n1): status.allocatable.nvidia.com/gpu: invalid quantity '-8'",
+        ),
+        (
             b.k8s_list([{"kind": "Pod", "metadata": {"name": "p", "labels": ["x"]}}]),
             "s.json: items[0] (Pod p): metadata.labels: expected `object | null`, got `array`",
         ),
@@ -205,6 +228,8 @@ def _second_init_container_asks(memory: str) -> Callable[[dict[str, Any]], None]
         "infinite-quantity",
         "huge-quantity",
         "past-a-float-quantity",
+        "bad-extended-request",
+        "negative-extended-allocatable",
         "wrong-type",
         "unnamed",
     ],

@@ -24,12 +24,18 @@ class Resources(msgspec.Struct, frozen=True, gc=False):
     cpu_millis: int = 0
     memory_bytes: int = 0
     pods: int = 0
+    scalars: tuple[tuple[str, int], ...] = ()
+    """Every other resource the scheduler's fit counts, by name and in whole units, sorted:
+    extended resources such as nvidia.com/gpu, ephemeral-storage, hugepages. A GPU node is full
+    when its GPUs are taken, however much CPU it has left. Empty for most pods, which keeps
+    their sums on the fast path."""
 
     def __add__(self, other: Resources) -> Resources:
         return Resources(
             self.cpu_millis + other.cpu_millis,
             self.memory_bytes + other.memory_bytes,
             self.pods + other.pods,
+            _combined(self.scalars, other.scalars, 1) if other.scalars else self.scalars,
         )
 
     def __sub__(self, other: Resources) -> Resources:
@@ -37,6 +43,7 @@ class Resources(msgspec.Struct, frozen=True, gc=False):
             self.cpu_millis - other.cpu_millis,
             self.memory_bytes - other.memory_bytes,
             self.pods - other.pods,
+            _combined(self.scalars, other.scalars, -1) if other.scalars else self.scalars,
         )
 
     def fits_in(self, free: Resources) -> bool:
@@ -44,7 +51,25 @@ class Resources(msgspec.Struct, frozen=True, gc=False):
             self.cpu_millis <= free.cpu_millis
             and self.memory_bytes <= free.memory_bytes
             and self.pods <= free.pods
+            and (not self.scalars or self.scalars_fit(free))
         )
+
+    def scalars_fit(self, free: Resources) -> bool:
+        """A resource the node does not offer is none free, as the scheduler counts it."""
+        available = dict(free.scalars)
+        return all(amount <= available.get(name, 0) for name, amount in self.scalars)
+
+    def scalar(self, name: str) -> int:
+        return dict(self.scalars).get(name, 0)
+
+
+def _combined(
+    ours: tuple[tuple[str, int], ...], theirs: tuple[tuple[str, int], ...], sign: int
+) -> tuple[tuple[str, int], ...]:
+    totals = dict(ours)
+    for name, amount in theirs:
+        totals[name] = totals.get(name, 0) + sign * amount
+    return tuple(sorted((name, amount) for name, amount in totals.items() if amount))
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,6 @@ from typing import Annotated, Literal
 import networkx as nx
 from pydantic import Field
 
-from rebalancer.cluster.model import Resources
 from rebalancer.cluster.topology import Domain
 from rebalancer.strategies.framework import Candidate, ClusterView, Strategy, StrategyArgs
 
@@ -119,23 +118,26 @@ class GangConsolidation:
         return candidates
 
     def _room(self, view: ClusterView, domain: Domain, members: list[str]) -> int:
-        """How many more group-sized pods the domain's nodes can take, by free requests."""
+        """How many more group-sized pods the domain's nodes can take, by free requests (GPUs and
+        other extended resources included: on GPU racks they run out first)."""
         pods = view.snapshot.pods
-        largest = Resources(
-            max(pods[p].requests.cpu_millis for p in members),
-            max(pods[p].requests.memory_bytes for p in members),
-            1,
-        )
+        largest: dict[str, int] = {"cpu": 0, "memory": 0}
+        for member in members:
+            requests = pods[member].requests
+            largest["cpu"] = max(largest["cpu"], requests.cpu_millis)
+            largest["memory"] = max(largest["memory"], requests.memory_bytes)
+            for name, amount in requests.scalars:
+                largest[name] = max(largest.get(name, 0), amount)
         room = 0
         for node_name in view.topology.nodes_by_domain.get(domain, []):
             node = view.snapshot.nodes[node_name]
             if node.unschedulable or not node.ready:
                 continue
             free = view.occupancy.free(node)
+            available = {"cpu": free.cpu_millis, "memory": free.memory_bytes, **dict(free.scalars)}
             room += min(
-                free.cpu_millis // largest.cpu_millis if largest.cpu_millis else free.pods,
-                free.memory_bytes // largest.memory_bytes if largest.memory_bytes else free.pods,
-                free.pods,
+                [free.pods]
+                + [available.get(name, 0) // amount for name, amount in largest.items() if amount]
             )
         return max(room, 0)
 
