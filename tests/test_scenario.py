@@ -74,7 +74,15 @@ def test_workloads_become_api_objects_with_pdb_and_spread() -> None:
         ),
         (
             BASE + "traffic: [{source: a, destination: b, rate: 1, routing: random}]",
-            "s: traffic.0.routing: Input should be 'pinned', 'even' or 'zone-preferring'",
+            "s: traffic.0.routing: Input should be 'pinned', 'ring', 'even' or 'zone-preferring'",
+        ),
+        (
+            BASE + "traffic: [{source: a, destination: a, rate: 1, routing: pinned}]",
+            "s: traffic.0: routing pinned pairs each pod with itself",
+        ),
+        (
+            BASE + "traffic: [{source: a, destination: b, rate: 1, routing: ring}]",
+            "s: traffic.0: routing ring is within one workload",
         ),
         (
             "name: t\nworkloads: [{name: a}, {name: a}]",
@@ -95,6 +103,8 @@ def test_workloads_become_api_objects_with_pdb_and_spread() -> None:
         "unknown-workload-in-a-phase",
         "zero-rate",
         "bad-routing",
+        "pinned-to-itself",
+        "ring-across-workloads",
         "duplicate",
         "empty-pdb",
         "bad-name",
@@ -144,3 +154,33 @@ def test_a_workload_talking_to_itself_skips_self_pairs() -> None:
     scenario = parse_scenario(BASE + "traffic: [{source: a, destination: a, rate: 6}]", "s")
     rates = pair_rates(scenario, _pods("a", ["z", "z", "z"]))
     assert len(rates) == 6 and ("default/a-0", "default/a-0") not in rates
+
+
+def test_a_ring_sends_each_pod_to_the_next_and_the_last_to_the_first() -> None:
+    scenario = parse_scenario(
+        BASE + "traffic: [{source: a, destination: a, rate: 9, routing: ring}]", "s"
+    )
+    rates = pair_rates(scenario, _pods("a", ["z", "z", "z"]))
+    assert rates == {
+        ("default/a-0", "default/a-1"): 3.0,
+        ("default/a-1", "default/a-2"): 3.0,
+        ("default/a-2", "default/a-0"): 3.0,
+    }
+
+
+def test_gpus_node_selector_and_labels_reach_the_api_objects_and_the_snapshot() -> None:
+    scenario = parse_scenario(
+        "name: t\nnodes: {zones: 1, racks_per_zone: 1, nodes_per_rack: 1, extended: "
+        "{nvidia.com/gpu: '8'}, labels: {pool: gpu}}\nworkloads: [{name: w, kind: Job, "
+        "extended: {nvidia.com/gpu: '2'}, node_selector: {pool: gpu}, labels: {job-name: w}}]",
+        "s",
+    )
+    [node] = [node_object(spec) for spec in scenario.node_specs()]
+    assert node["status"]["allocatable"]["nvidia.com/gpu"] == "8"
+    assert node["metadata"]["labels"]["pool"] == "gpu"
+    [job] = workload_objects(scenario.workloads[0])
+    pod_spec = job["spec"]["template"]["spec"]
+    resources = pod_spec["containers"][0]["resources"]
+    assert resources["requests"]["nvidia.com/gpu"] == resources["limits"]["nvidia.com/gpu"] == "2"
+    assert pod_spec["nodeSelector"] == {"pool": "gpu"}
+    assert job["spec"]["template"]["metadata"]["labels"] == {"job-name": "w", "app": "w"}

@@ -42,6 +42,10 @@ class NodeGrid(_Strict):
     cpu: str = "8"
     memory: str = "32Gi"
     pods: Annotated[int, Field(ge=1)] = 110
+    extended: dict[str, str] = Field(default_factory=dict)
+    """Further allocatable resources of every node, such as {nvidia.com/gpu: "8"}."""
+    labels: dict[str, str] = Field(default_factory=dict)
+    """Further labels of every node, such as a GPU product or a node pool."""
 
 
 class NodeSpec(_Strict):
@@ -51,6 +55,7 @@ class NodeSpec(_Strict):
     cpu: str = "8"
     memory: str = "32Gi"
     pods: Annotated[int, Field(ge=1)] = 110
+    extended: dict[str, str] = Field(default_factory=dict)
     labels: dict[str, str] = Field(default_factory=dict)
 
 
@@ -79,6 +84,11 @@ class WorkloadSpec(_Strict):
     replicas: Annotated[int, Field(ge=1)] = 1
     cpu: str = "500m"
     memory: str = "512Mi"
+    extended: dict[str, str] = Field(default_factory=dict)
+    """Further requests of each pod, such as {nvidia.com/gpu: "1"}."""
+    node_selector: dict[str, str] = Field(default_factory=dict)
+    labels: dict[str, str] = Field(default_factory=dict)
+    """Further pod labels, such as the job name a gang is grouped by; `app` is the workload's."""
     pdb: PdbSpec | None = None
     spread: tuple[SpreadSpec, ...] = ()
     priority_class: str | None = None
@@ -105,11 +115,23 @@ class TrafficSpec(_Strict):
 
     source: str
     destination: str
-    routing: Literal["pinned", "even", "zone-preferring"] = "even"
-    """pinned: pod i talks to pod i (StatefulSet ordinals, all-reduce rings); even: a plain
-    Service spreads every client's requests over all server pods; zone-preferring: clients use
-    server pods in their own zone when there are any (trafficDistribution: PreferClose)."""
+    routing: Literal["pinned", "ring", "even", "zone-preferring"] = "even"
+    """pinned: pod i talks to pod i of another workload (a sidecar-like partner by ordinal);
+    ring: pod i talks to pod i+1 of the same workload, the last to the first (ring all-reduce,
+    pipeline stages); even: a plain Service spreads every client's requests over all server
+    pods, and within one workload every pod talks to every other (all-to-all); zone-preferring:
+    clients use server pods in their own zone when there are any (trafficDistribution:
+    PreferClose)."""
     rate: Annotated[float, Field(gt=0)]
+
+    @model_validator(mode="after")
+    def _pairs_differ(self) -> TrafficSpec:
+        same = _qualified(self.source) == _qualified(self.destination)
+        if self.routing == "pinned" and same:
+            raise ValueError("routing pinned pairs each pod with itself: use ring or even")
+        if self.routing == "ring" and not same:
+            raise ValueError("routing ring is within one workload: source and destination differ")
+        return self
 
 
 class Scenario(_Strict):
@@ -161,6 +183,8 @@ class Scenario(_Strict):
                 cpu=grid.cpu,
                 memory=grid.memory,
                 pods=grid.pods,
+                extended=grid.extended,
+                labels=grid.labels,
             )
             for zone in "abcdefghijklmnopqrstuvwxyz"[: grid.zones]
             for rack in range(1, grid.racks_per_zone + 1)
@@ -206,6 +230,7 @@ def in_domain(labels: Mapping[str, str], domain: Mapping[LevelName, str]) -> boo
 
 def node_object(spec: NodeSpec) -> dict[str, Any]:
     labels = {HOST_LABEL: spec.name, **spec.labels}
+    allocatable = {"cpu": spec.cpu, "memory": spec.memory, "pods": str(spec.pods), **spec.extended}
     if spec.zone is not None:
         labels[ZONE_LABEL] = spec.zone
     if spec.rack is not None:
@@ -214,29 +239,35 @@ def node_object(spec: NodeSpec) -> dict[str, Any]:
         "apiVersion": "v1",
         "kind": "Node",
         "metadata": {"name": spec.name, "labels": labels},
-        "status": {"allocatable": {"cpu": spec.cpu, "memory": spec.memory, "pods": str(spec.pods)}},
+        "status": {"allocatable": allocatable},
     }
 
 
 def _pod_template(workload: WorkloadSpec) -> dict[str, Any]:
-    labels = {"app": workload.name}
+    labels = {**workload.labels, "app": workload.name}
+    requests = {"cpu": workload.cpu, "memory": workload.memory, **workload.extended}
+    resources: dict[str, Any] = {"requests": requests}
+    if workload.extended:  # extended resources must be given as limits too, equal
+        resources["limits"] = dict(workload.extended)
     spec: dict[str, Any] = {
         "containers": [
             {
                 "name": "main",
                 "image": "registry.invalid/fake:1",  # kwok runs no containers; never pulled
-                "resources": {"requests": {"cpu": workload.cpu, "memory": workload.memory}},
+                "resources": resources,
             }
         ],
         "terminationGracePeriodSeconds": 0,
     }
+    if workload.node_selector:
+        spec["nodeSelector"] = dict(workload.node_selector)
     if workload.spread:
         spec["topologySpreadConstraints"] = [
             {
                 "maxSkew": spread.max_skew,
                 "topologyKey": LEVEL_LABELS[spread.level],
                 "whenUnsatisfiable": "DoNotSchedule" if spread.hard else "ScheduleAnyway",
-                "labelSelector": {"matchLabels": labels},
+                "labelSelector": {"matchLabels": {"app": workload.name}},
             }
             for spread in workload.spread
         ]
@@ -335,6 +366,9 @@ def pair_rates(scenario: Scenario, pods: Iterable[PlacedPod]) -> dict[tuple[str,
         for index, client_pod in enumerate(clients):
             if flow.routing == "pinned":
                 add(client_pod, servers[index % len(servers)], per_client)
+                continue
+            if flow.routing == "ring":
+                add(client_pod, servers[(index + 1) % len(servers)], per_client)
                 continue
             targets = servers
             if flow.routing == "zone-preferring":
