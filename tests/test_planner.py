@@ -78,9 +78,11 @@ def test_a_pdb_whose_status_is_not_observed_blocks() -> None:
     ("limits", "expected_moves"),
     [
         ({"per_cycle": 1}, 1),
-        ({"per_workload": 1}, 2),
+        # One client to zone b, then no server to zone a: it would cross the client that just
+        # moved to join it, and the pair would stay split.
+        ({"per_workload": 1}, 1),
         ({"per_namespace": 2}, 2),
-        ({"per_node": 1, "per_zone": 1}, 2),
+        ({"per_node": 1, "per_zone": 1}, 1),
         ({"per_cycle": 0}, 0),
     ],
     ids=["per-cycle", "per-workload", "per-namespace", "per-zone", "zero"],
@@ -130,7 +132,7 @@ def test_a_candidate_in_no_known_zone_is_not_held_back_by_the_zones_limits() -> 
         *b.deployment_pods("server", ["node-b11", "node-b12"]),
     ]
     snapshot = snapshot_of(objects)
-    policy = make_policy(limits={"per_zone": 1})
+    policy = make_policy(limits={"per_zone": 1}, protections={"min_spread": {"domains": 1}})
     view = build_view(policy, snapshot, traffic_of(chatty_rates(objects)))
     candidates = [
         Candidate(pod=pod, target=Domain(0, ("b",)), gain=gain, reason="", strategy="test")
@@ -409,14 +411,30 @@ def test_no_room_in_the_target_domain_means_no_move() -> None:
     }
 
 
-def test_ha_floor_keeps_a_workload_in_enough_zones() -> None:
+def test_ha_floor_keeps_a_workload_in_two_zones_by_default() -> None:
     objects = chatty_objects(["node-a11", "node-b11"], ["node-b12", "node-b21"])
-    floor = make_policy(protections={"min_spread": {"level": "zone", "domains": 2}})
-    plan, _view = plan_once(floor, snapshot_of(objects), chatty_rates(objects))
+    plan, _view = plan_once(make_policy(), snapshot_of(objects), chatty_rates(objects))
     assert all(not m.pod.startswith("default/client") for m in plan.moves)
     assert "workload would span 1 zones, below 2" in {s.reason for s in plan.skipped}
-    plan, _view = plan_once(make_policy(), snapshot_of(objects), chatty_rates(objects))
+    plan, _view = plan_once(
+        make_policy(protections={"min_spread": {"domains": 1}}),
+        snapshot_of(objects),
+        chatty_rates(objects),
+    )
     assert any(m.pod.startswith("default/client") for m in plan.moves)
+
+
+def test_ha_floor_leaves_jobs_free_to_pack() -> None:
+    gang = [("node-a11", "w0"), ("node-b11", "w1")]
+    objects = [
+        *grid_nodes(),
+        *(b.pod(name, node, ("Job", "train"), labels={"job-name": "train"}) for node, name in gang),
+    ]
+    snapshot = snapshot_of(objects)
+    workers = pod_keys(snapshot, "w")
+    policy = make_policy(strategies=[{"name": "split-peers", "args": {"level": "zone"}}])
+    plan, _view = plan_once(policy, snapshot, {(workers[0], workers[1]): 50.0})
+    assert len(plan.moves) == 1
 
 
 def test_two_strategies_never_count_one_gain_twice() -> None:
@@ -482,13 +500,19 @@ def test_gang_by_namespace_packs_an_application_of_several_workloads() -> None:
     pods = sorted(snapshot.pods)
     rates = {(x, y): 10.0 for x in pods for y in pods if x < y}
     gang = {"name": "gang-consolidation", "args": {"level": "zone", "group_by": "namespace"}}
-    plan, _view = plan_once(make_policy(strategies=[gang]), snapshot, rates)
+    plan, _view = plan_once(
+        make_policy(strategies=[gang], protections={"min_spread": {"domains": 1}}), snapshot, rates
+    )
     assert [m.pod for m in plan.moves] == [
         p for p in pods if snapshot.pods[p].node_name == "node-b11"
     ]
     assert plan.moves[0].reason == "group namespace shop spans 2 zones but fits in 1"
     by_label = {"name": "gang-consolidation", "args": {"level": "zone"}}
-    plan, _view = plan_once(make_policy(strategies=[by_label]), snapshot, rates)
+    plan, _view = plan_once(
+        make_policy(strategies=[by_label], protections={"min_spread": {"domains": 1}}),
+        snapshot,
+        rates,
+    )
     assert plan.candidates == 0  # the pods carry no job-name label
 
 
@@ -576,7 +600,8 @@ def test_each_move_takes_the_least_loaded_node_as_earlier_moves_left_it() -> Non
     """Zone b's empty nodes b21 and b22 are level, so the name picks b21 first; once the first
     replacement is reserved there, b22 is the freer."""
     objects = chatty_objects(["node-a11", "node-a12"], ["node-b11", "node-b11", "node-b12"])
-    plan, _view = plan_once(make_policy(), snapshot_of(objects), chatty_rates(objects))
+    policy = make_policy(protections={"min_spread": {"domains": 1}})
+    plan, _view = plan_once(policy, snapshot_of(objects), chatty_rates(objects))
     assert [(move.destination, move.node) for move in plan.moves] == [
         ({"zone": "b"}, "node-b21"),
         ({"zone": "b"}, "node-b22"),
@@ -592,3 +617,16 @@ def test_streak_keys_name_each_move_with_a_joint_move_s_in_pod_order() -> None:
     )
     assert streak_key(alone) == "default/web-1->1:a/r2"
     assert streak_key(joint) == "default/api-1->1:a/r2+default/web-1->1:a/r2"
+
+
+def test_a_client_and_its_server_never_cross_in_one_cycle() -> None:
+    """Each would gain by joining the other; moving both leaves them as split as before."""
+    objects = chatty_objects(
+        ["node-a11", "node-a12", "node-a21"], ["node-b11", "node-b12", "node-b21"]
+    )
+    policy = make_policy(limits={"per_workload": 1}, protections={"min_spread": {"domains": 1}})
+    plan, _view = plan_once(policy, snapshot_of(objects), chatty_rates(objects))
+    zones = {move.destination["zone"] for move in plan.moves}
+    assert plan.moves and len(zones) == 1
+    refused = [s for s in plan.skipped if s.reason.startswith("a peer moved to join it in")]
+    assert refused and all(s.category == "cooldown" for s in refused)

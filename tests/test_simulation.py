@@ -18,9 +18,10 @@ from rebalancer.config.sections import Cooldown, Persistence
 from rebalancer.planning.cycle import topology_of
 from rebalancer.planning.state import remembered
 from rebalancer.simulator import optimum
+from rebalancer.simulator.bound import lower_bound
 from rebalancer.simulator.cluster import SimulatedCluster
-from rebalancer.simulator.optimum import solve
-from rebalancer.simulator.results import Optimum, SimulatedMode
+from rebalancer.simulator.optimum import Rules, solve
+from rebalancer.simulator.results import Optimum, SimulatedMode, result_table
 from rebalancer.simulator.run import DEFAULT_POLICY, naive_baseline, simulate, violations
 from rebalancer.simulator.scenario import load_scenario, parse_scenario
 from rebalancer.simulator.scheduler import Scheduler
@@ -43,7 +44,8 @@ def test_migrate_pulls_the_traffic_together_and_lands_every_move(name: str, leve
     )
     summary = result.summary()
     assert summary["crossing_before"][level] > 0
-    assert summary["crossing_after"][level] == pytest.approx(0, abs=0.1)
+    # What is left is the HA ledger's own replication, which its zone spread keeps crossing.
+    assert summary["crossing_after"][level] <= 0.05 * summary["crossing_before"][level]
     assert summary["moves"] > 0 and summary["landed_in_target"] == summary["moves"]
     assert summary["violations"] == {"pdb": 0, "capacity": 0, "spread": 0}
 
@@ -198,11 +200,11 @@ def test_bad_input_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str
     assert "NodeGrid" in json.loads(capsys.readouterr().out)["$defs"]
 
 
-def _optimum_of(scenario_text: str) -> Optimum | None:
+def _optimum_of(scenario_text: str, rules: Rules | None = None) -> Optimum | None:
     scenario = parse_scenario(scenario_text, "optimum")
     cluster = SimulatedCluster(scenario, Scheduler(0))
     topology = topology_of(DEMO_POLICY, cluster.snapshot)
-    return solve(cluster.snapshot, topology, cluster.traffic().rates, scenario)
+    return solve(cluster.snapshot, topology, cluster.traffic().rates, scenario, rules or Rules())
 
 
 FORCED_APART = """
@@ -243,6 +245,33 @@ def test_the_optimum_respects_hard_spread() -> None:
     assert best is not None and best.weighted_cost == pytest.approx(35.0)
 
 
+SPREAD_BY_CHANCE = """
+name: spread-by-chance
+nodes:
+  - {name: a, zone: zone-a, rack: rack-1, cpu: "4", memory: 4Gi}
+  - {name: b, zone: zone-b, rack: rack-1, cpu: "4", memory: 4Gi}
+workloads:
+  - {name: client, namespace: x, cpu: "1", memory: 512Mi, start_in: {zone: zone-a}}
+  - {name: server, namespace: x, replicas: 2, cpu: "1", memory: 512Mi,
+     spread: [{level: zone, max_skew: 1, hard: false}]}
+traffic:
+  - {source: x/client, destination: x/server, rate: 7}
+"""
+
+
+def test_the_fair_optimum_holds_the_ha_floor_and_soft_spread_the_unconstrained_does_not() -> None:
+    """Two servers in two zones: unconstrained, both join the client; under the HA floor, or
+    with the soft spread honoured, one stays away and half the traffic crosses."""
+    assert _optimum_of(SPREAD_BY_CHANCE) == Optimum(weighted_cost=0.0, min_moves=1)
+    floor = Rules(spread_floor=(0, 2), floor_kinds=frozenset({"Deployment"}))
+    soft = Rules(soft_spread_hard=True)
+    for rules in (floor, soft):
+        best = _optimum_of(SPREAD_BY_CHANCE, rules)
+        assert best is not None and best.weighted_cost == pytest.approx(35.0)
+    jobs_only = Rules(spread_floor=(0, 2), floor_kinds=frozenset({"Job"}))
+    assert _optimum_of(SPREAD_BY_CHANCE, jobs_only) == Optimum(weighted_cost=0.0, min_moves=1)
+
+
 @pytest.mark.parametrize("name", ["chatty-pair", "training-gang", "demo"])
 def test_no_plan_beats_the_optimum(name: str) -> None:
     result = simulate(
@@ -277,9 +306,9 @@ def test_the_naive_baseline_evicts_every_pod_that_crosses_a_zone_once() -> None:
     scenario = load_scenario(SCENARIOS / "chatty-pair.yaml")
     result = naive_baseline(scenario, DEMO_POLICY, seed=0)
     [_start, after] = result.cycles
-    # Six pods cross zones; each PDB (2 of 3) lets one of its workload go per pass.
-    assert (after.evictions, after.refused_by_pdb) == (2, 4)
-    assert set(after.moved) == {"shop/client", "shop/server"}
+    # Nine pods cross zones (the ledger's too); each PDB (2 of 3) lets one of its workload go.
+    assert (after.evictions, after.refused_by_pdb) == (3, 6)
+    assert set(after.moved) == {"shop/client", "shop/server", "payments/ledger"}
 
 
 @pytest.mark.parametrize("name", ["already-optimal", "low-traffic"])
@@ -309,3 +338,38 @@ def test_traffic_that_flips_every_cycle_causes_no_loop(mode: SimulatedMode) -> N
     moves = [(remembered(move, at), move.origin) for move, at in result.moves]
     assert undoing_moves(moves, cooldown) == []
     assert crowded_moves(scenario, [recent for recent, _origin in moves], cooldown) == []
+
+
+@pytest.mark.parametrize("name", ["chatty-pair", "nearly-full", "ha-critical", "training-gang"])
+def test_the_domain_bound_never_exceeds_the_exact_optimum(name: str) -> None:
+    """The bound stands in where the exact program is out of reach, so it must be a bound: on
+    scenarios both solve, it is at most the optimum (and here, where every class is small and
+    hosts are few enough to count pods on, equal to it)."""
+    scenario = load_scenario(SCENARIOS / f"{name}.yaml")
+    cluster = SimulatedCluster(scenario, Scheduler(0))
+    topology = topology_of(DEMO_POLICY, cluster.snapshot)
+    rates = cluster.traffic().rates
+    fair = Rules(soft_spread_hard=True, spread_floor=(0, 2), floor_kinds=frozenset({"Deployment"}))
+    for rules in (Rules(), fair):
+        exact = solve(cluster.snapshot, topology, rates, scenario, rules)
+        bound = lower_bound(cluster.snapshot, topology, rates, rules)
+        assert exact is not None and bound is not None
+        assert bound <= exact.weighted_cost + 1e-6
+        assert bound == pytest.approx(exact.weighted_cost, rel=1e-6)
+
+
+def test_out_of_the_exact_program_s_reach_the_bound_is_reported(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(optimum, "MAX_ASSIGNMENTS", 1)
+    result = simulate(
+        load_scenario(SCENARIOS / "chatty-pair.yaml"),
+        DEMO_POLICY,
+        cycles=1,
+        mode="migrate",
+        seed=0,
+        optimum=True,
+    )
+    assert result.optimum is not None and not result.optimum.exact
+    assert result.optimum.min_moves is None
+    assert "lower bound" in result_table(result)

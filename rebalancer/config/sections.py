@@ -224,8 +224,13 @@ class SpreadFloor(Strict):
 
     level: str = "zone"
     """The level, by name."""
-    domains: Annotated[int, Field(ge=1)] = 1
-    """Least number of domains a workload keeps at `level`."""
+    domains: Annotated[int, Field(ge=1)] = 2
+    """Least number of domains a workload keeps at `level`. Two by default: a Deployment with
+    replicas in two zones keeps two zones though no spread constraint asks for it, since its
+    owners rarely write one and a zone outage would take it down whole. 1 lets locality win."""
+    kinds: tuple[str, ...] = ("Deployment", "StatefulSet", "ReplicaSet", "ReplicationController")
+    """The workload kinds the floor holds for: services, which a zone outage takes down. Jobs
+    and training gangs are left out, as packing them is the point."""
 
 
 class Protections(Strict):

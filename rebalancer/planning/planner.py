@@ -59,6 +59,9 @@ class _Cycle:
     pdb_spent: Counter[str] = field(default_factory=Counter)
     moved_now: dict[str, list[RecentMove]] = field(default_factory=dict)
     """This cycle's moves by workload, which later moves in it may not undo either."""
+    anchored: dict[str, list[Domain]] = field(default_factory=dict)
+    """Pod -> domains it may not leave this cycle, because a peer moved in to join it there:
+    a client and its server that each move toward the other would cross and stay split."""
     settling: dict[WorkloadRef, str | None] = field(default_factory=dict)
     """Each workload's `unsettled_reason`, worked out when a pod of it is first judged: with the
     default limits a cycle judges a few dozen candidates, so counting every pod's workload up
@@ -110,6 +113,9 @@ class _Cycle:
             reason = check()
             if reason is not None:
                 return category, reason
+        for joined in self.anchored.get(pod.key, ()):
+            if target.key[: len(joined.key)] != joined.key:
+                return "cooldown", f"a peer moved to join it in {joined.name} this cycle"
         return None
 
     def cooldown_refusal(self, workload: str, pod: str, target: Domain) -> str | None:
@@ -167,6 +173,10 @@ class _Cycle:
         topology = self.view.topology
         origin = _describe(topology, self.cost.locations[pod.key])
         self.cost.move(pod.key, target)
+        for peer in self.cost.peers.get(pod.key, {}):
+            shared = _shared_domain(self.cost.locations[peer], target)
+            if shared is not None:
+                self.anchored.setdefault(peer, []).append(shared)
         move = Move(
             pod=pod.key,
             workload=str(pod.workload) if pod.workload else None,
@@ -184,6 +194,7 @@ class _Cycle:
             strategy=candidate.strategy,
             reason=candidate.reason,
             uid=pod.uid,
+            spread_before=self.floor_baseline(pod),
         )
         if move.workload is not None:
             self.moved_now.setdefault(move.workload, []).append(remembered(move, self.now))
@@ -227,12 +238,14 @@ class _Cycle:
             budget=self.budget.copy(),
             pdb_spent=Counter(self.pdb_spent),
             moved_now={workload: list(moves) for workload, moves in self.moved_now.items()},
+            anchored={pod: list(domains) for pod, domains in self.anchored.items()},
         )
 
     def adopt(self, trial: _Cycle) -> None:
         self.cost, self.occupancy, self.budget = trial.cost, trial.occupancy, trial.budget
         self.node_order = trial.node_order
         self.pdb_spent, self.moved_now = trial.pdb_spent, trial.moved_now
+        self.anchored = trial.anchored
 
     def pdb_refusal(self, pod: Pod) -> str | None:
         pdbs = self.indexes.pdbs_for(pod)
@@ -248,28 +261,45 @@ class _Cycle:
         return None
 
     def spread_refusal(self, pod: Pod, target: Domain) -> str | None:
-        """HA beats locality: a workload keeps the number of domains the policy asks for."""
+        """HA beats locality: a workload keeps the number of domains the policy asks for, or all
+        it had before the rebalancer moved it, if fewer: a workload in one zone that is being
+        moved into another whole is not held half-way because its first move spread it."""
         floor = self.rules.protections.min_spread
-        if floor.domains <= 1 or pod.workload is None:
+        if floor.domains <= 1 or pod.workload is None or pod.workload.kind not in floor.kinds:
             return None
         topology = self.view.topology
         level = self.rules.spread_level
         siblings = [p for p in self.indexes.pods_of(pod.workload) if p.key in self.cost.locations]
-
-        def domains(moving: bool) -> set[Domain | None]:
-            found = set()
-            for sibling in siblings:
-                location = self.cost.locations[sibling.key]
-                if moving and sibling.key == pod.key:
-                    location = topology.location_within(target)
-                found.add(topology.domain_of(location, level))
-            return found
-
-        before, after = domains(False), domains(True)
-        required = min(floor.domains, len(before))
+        after = {
+            topology.domain_of(
+                topology.location_within(target)
+                if sibling.key == pod.key
+                else self.cost.locations[sibling.key],
+                level,
+            )
+            for sibling in siblings
+        }
+        required = min(floor.domains, self.spread_before(str(pod.workload), siblings))
         if len(after) < required:
             return f"workload would span {len(after)} {floor.level}s, below {required}"
         return None
+
+    def spread_before(self, workload: str, siblings: list[Pod]) -> int:
+        """The workload's spread before the rebalancer moved it: remembered while it is being
+        moved, else as the cycle found it (this cycle's own moves do not count)."""
+        remembered_spread = self.state.spread_remembered(workload, self.now)
+        if remembered_spread is not None:
+            return remembered_spread
+        level = self.rules.spread_level
+        locations = self.view.cost.locations
+        return len({self.view.topology.domain_of(locations[p.key], level) for p in siblings})
+
+    def floor_baseline(self, pod: Pod) -> int | None:
+        """What a move of `pod` records as its workload's spread before it was moved."""
+        if pod.workload is None:
+            return None
+        siblings = [p for p in self.indexes.pods_of(pod.workload) if p.key in self.cost.locations]
+        return self.spread_before(str(pod.workload), siblings)
 
     def node_in(self, pod: Pod, target: Domain) -> str | NoFit:
         """The least loaded node in the target domain that the scheduler would accept."""
@@ -363,6 +393,17 @@ def plan(
         after=cycle.cost.retally(tally, view.cost).figures(topology, price),
         candidates=len(candidates),
     )
+
+
+def _shared_domain(location: Location, target: Domain) -> Domain | None:
+    """The narrowest domain, down to `target`'s level, that holds both `location` and `target`;
+    None when they share nothing but the levels not in force."""
+    depth = 0
+    while depth < len(target.key) and location[depth] == target.key[depth]:
+        depth += 1
+    if all(value == SHARED for value in target.key[:depth]):
+        return None
+    return Domain(depth - 1, target.key[:depth])
 
 
 def _by_workload(moves: Iterable[RecentMove]) -> dict[str, list[RecentMove]]:

@@ -47,6 +47,22 @@ def _overlap(first: dict[str, str], second: dict[str, str]) -> bool:
     return all(second[name] == value for name, value in first.items() if name in second)
 
 
+SPREAD_MEMORY_SECONDS = 3600.0
+"""How long after its last move a workload's spread before the rebalancer moved it is kept: long
+enough to relocate a workload pod by pod at the default pace, short enough that a workload its
+owners later spread out is held to its new spread."""
+
+
+class SpreadMemory(BaseModel):
+    """A workload's spread before the rebalancer moved it, for the HA floor."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    domains: int
+    at: float
+    """Unix seconds of the workload's latest move."""
+
+
 class PlannerState(BaseModel):
     """Loop protection that must outlive a cycle (and, in the controller, a restart).
 
@@ -66,6 +82,15 @@ class PlannerState(BaseModel):
     misses: dict[str, int] = {}
     """Workload -> replacements in a row that did not land in their target; each doubles the
     workload's cooldown."""
+    spread_before: dict[str, SpreadMemory] = {}
+    """Workload -> its spread before the rebalancer first moved it: a workload in one zone
+    being moved into another whole spans two on the way, and the floor must not hold it there."""
+
+    def spread_remembered(self, workload: str, now: float) -> int | None:
+        memory = self.spread_before.get(workload)
+        if memory is None or now - memory.at >= SPREAD_MEMORY_SECONDS:
+            return None
+        return memory.domains
 
     def with_landings(self, judged: Iterable[Judged], pending: list[Landing]) -> PlannerState:
         misses = dict(self.misses)
@@ -92,11 +117,20 @@ class PlannerState(BaseModel):
         """Remember the moves, and forget those whose cooldown is over."""
         last_moved = dict(self.last_moved)
         recent = [m for m in self.recent_moves if now - m.at < cooldown_seconds]
+        spread = {
+            workload: memory
+            for workload, memory in self.spread_before.items()
+            if now - memory.at < SPREAD_MEMORY_SECONDS
+        }
         for move in moves:
             if move.workload is not None:
                 last_moved[move.workload] = now
                 recent.append(remembered(move, now))
-        return self.model_copy(update={"last_moved": last_moved, "recent_moves": recent})
+                if move.spread_before is not None:
+                    spread[move.workload] = SpreadMemory(domains=move.spread_before, at=now)
+        return self.model_copy(
+            update={"last_moved": last_moved, "recent_moves": recent, "spread_before": spread}
+        )
 
 
 def remembered(move: Move, at: float) -> RecentMove:

@@ -29,6 +29,9 @@ class Move:
     uid: str = ""
     """The planned pod's UID, for the eviction to name that pod and no namesake; empty when the
     snapshot has none."""
+    spread_before: int | None = None
+    """How many domains of the HA floor's level the workload spanned before the rebalancer
+    first moved it, which the floor keeps while the workload is being moved."""
 
 
 SkipCategory = Literal[

@@ -17,20 +17,23 @@ import math
 import os
 import sys
 from collections import defaultdict
+from dataclasses import dataclass
 from itertools import combinations
 from typing import Any
 
 import highspy
 
 from rebalancer.cluster.fit import admits
-from rebalancer.cluster.model import Snapshot
+from rebalancer.cluster.model import Resources, Snapshot
 from rebalancer.cluster.topology import Topology
 from rebalancer.simulator.results import Optimum
 from rebalancer.simulator.scenario import LEVEL_LABELS, Scenario
 
 MAX_ASSIGNMENTS = 60_000
 """Pod x node choices beyond which the program is not attempted: not computable here."""
-TIME_LIMIT_SECONDS = 60.0
+MAX_BRANCH_NODES = 5000
+"""Work limit: past this many branch-and-bound nodes the optimum counts as not proven (the
+domain-level bound stands in). Work, not seconds, so the answer does not depend on load."""
 
 
 def _allowed_nodes(snapshot: Snapshot) -> dict[str, list[str]]:
@@ -42,23 +45,41 @@ def _allowed_nodes(snapshot: Snapshot) -> dict[str, list[str]]:
     }
 
 
+@dataclass(frozen=True)
+class Rules:
+    """The planner's rules the optimum also obeys, so that capture is measured against what the
+    planner may do; the defaults are the unconstrained optimum's."""
+
+    fixed: frozenset[str] = frozenset()
+    """Pods that stay where they are: those the policy protects, which no plan may move."""
+    soft_spread_hard: bool = False
+    """ScheduleAnyway spread counted as hard, as the planner counts it by default."""
+    spread_floor: tuple[int, int] | None = None
+    """(level index, domains): a workload in several domains of the level keeps at least this
+    many (or all it has, if fewer), the planner's HA floor."""
+    floor_kinds: frozenset[str] = frozenset()
+    """The workload kinds the floor holds for."""
+
+
 def solve(
     snapshot: Snapshot,
     topology: Topology,
     rates: dict[tuple[str, str], float],
     scenario: Scenario,
-    fixed: frozenset[str] = frozenset(),
+    rules: Rules = Rules(),
 ) -> Optimum | None:
-    """The optimum for the pods placed now, or None when it is too large or not proven. Pods in
-    `fixed` stay where they are: those the policy protects, which no plan may move either."""
+    """The optimum for the pods placed now under `rules`, or None when it is too large or not
+    proven."""
     allowed = _allowed_nodes(snapshot)
-    for key in fixed & allowed.keys():
+    for key in rules.fixed & allowed.keys():
         allowed[key] = [node for node in allowed[key] if node == snapshot.pods[key].node_name]
     if sum(len(nodes) for nodes in allowed.values()) > MAX_ASSIGNMENTS:
         return None
     program = _Program(snapshot, topology, allowed)
     program.add_capacity()
-    program.add_spread(scenario)
+    program.add_spread(scenario, rules.soft_spread_hard)
+    if rules.spread_floor is not None:
+        program.add_spread_floor(*rules.spread_floor, rules.floor_kinds)
     cost = program.cost(rates)
     best = program.minimize(cost)
     if best is None:
@@ -69,7 +90,13 @@ def solve(
     return Optimum(best, None if moves is None else round(moves))
 
 
-def _quiet_highs() -> highspy.Highs:
+def _amount(resources: Resources, name: str) -> int:
+    if name in ("cpu_millis", "memory_bytes", "pods"):
+        return int(getattr(resources, name))
+    return resources.scalar(name)
+
+
+def quiet_highs() -> highspy.Highs:
     """A solver that prints nothing. HiGHS writes a banner to stdout when a process makes its
     first instance, which would corrupt `--output json`, so fd 1 points at /dev/null meanwhile."""
     sys.stdout.flush()
@@ -89,8 +116,8 @@ class _Program:
     def __init__(self, snapshot: Snapshot, topology: Topology, allowed: dict[str, list[str]]):
         self.snapshot = snapshot
         self.topology = topology
-        self.highs = _quiet_highs()
-        self.highs.setOptionValue("time_limit", TIME_LIMIT_SECONDS)
+        self.highs = quiet_highs()
+        self.highs.setOptionValue("mip_max_nodes", MAX_BRANCH_NODES)
         self.place: dict[tuple[str, str], Any] = {
             (pod, node): self.highs.addBinary() for pod, nodes in allowed.items() for node in nodes
         }
@@ -107,10 +134,11 @@ class _Program:
     def add_capacity(self) -> None:
         for node in self.snapshot.nodes.values():
             pods = [pod for pod, nodes in self.nodes_of.items() if node.name in nodes]
-            for resource in ("cpu_millis", "memory_bytes", "pods"):
-                limit = getattr(node.allocatable, resource)
+            scalars = {name for pod in pods for name, _ in self.snapshot.pods[pod].requests.scalars}
+            for resource in ("cpu_millis", "memory_bytes", "pods", *sorted(scalars)):
+                limit = _amount(node.allocatable, resource)
                 demand = [
-                    (getattr(self.snapshot.pods[pod].requests, resource), pod) for pod in pods
+                    (_amount(self.snapshot.pods[pod].requests, resource), pod) for pod in pods
                 ]
                 if sum(amount for amount, _pod in demand) > limit:
                     self.highs.addConstr(
@@ -120,8 +148,37 @@ class _Program:
     def _in_domain(self, pod: str, nodes: list[str]) -> Any:
         return sum(self.place[pod, node] for node in nodes if (pod, node) in self.place)
 
-    def add_spread(self, scenario: Scenario) -> None:
-        """Hard spread: no two domains of the level differ by more than max skew."""
+    def add_spread_floor(self, level: int, floor: int, kinds: frozenset[str]) -> None:
+        """Each workload keeps min(floor, domains it spans now) domains at `level`: one binary
+        per workload and domain, set only where one of its pods is."""
+        by_workload: dict[object, list[str]] = defaultdict(list)
+        for key in self.nodes_of:
+            workload = self.snapshot.pods[key].workload
+            if workload is not None and workload.kind in kinds:
+                by_workload[workload].append(key)
+        locations = self.topology.node_locations
+        for pods in by_workload.values():
+            spanned = {
+                location[: level + 1]
+                for p in pods
+                if (location := locations.get(self.snapshot.pods[p].node_name or "")) is not None
+                and location[level] is not None
+            }
+            required = min(floor, len(spanned))
+            if required <= 1:
+                continue
+            used = []
+            for domain, nodes in self.domains[level].items():
+                if domain[-1] is None:
+                    continue
+                present = self.highs.addBinary()
+                self.highs.addConstr(present <= sum(self._in_domain(p, nodes) for p in pods))
+                used.append(present)
+            self.highs.addConstr(sum(used) >= required)
+
+    def add_spread(self, scenario: Scenario, soft_as_hard: bool) -> None:
+        """Spread: no two domains of the level differ by more than max skew; soft constraints
+        too when the planner honours them."""
         for workload in scenario.workloads:
             pods = [
                 key
@@ -130,7 +187,7 @@ class _Program:
                 and pod.namespace == workload.namespace
                 and pod.labels.get("app") == workload.name
             ]
-            for constraint in (c for c in workload.spread if c.hard):
+            for constraint in (c for c in workload.spread if c.hard or soft_as_hard):
                 label = LEVEL_LABELS[constraint.level]
                 by_value: dict[str, list[str]] = defaultdict(list)
                 for node in self.snapshot.nodes.values():

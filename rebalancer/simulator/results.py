@@ -17,6 +17,9 @@ class Optimum:
     weighted_cost: float
     min_moves: int | None
     """Fewest pods off their current node that reach `weighted_cost`; None if not proven."""
+    exact: bool = True
+    """False: the exact program was out of reach and `weighted_cost` is the domain-level lower
+    bound, which no placement goes below, so capture measured against it is conservative."""
 
 
 Violations = dict[str, int]
@@ -51,6 +54,9 @@ class SimulationResult:
     optimum_asked: bool = False
     moves: tuple[tuple[Move, float], ...] = ()
     """Every eviction with its time, for loop checks; the figures above are per cycle."""
+    unconstrained: Optimum | None = None
+    """The best placement with no rule of the planner's (protections, soft spread, HA floor)
+    held: how much those rules cost."""
 
     def summary(self) -> dict[str, Any]:
         first, last = self.cycles[0], self.cycles[-1]
@@ -73,6 +79,9 @@ class SimulationResult:
                 {
                     "optimal_weighted_cost": self.optimum and self.optimum.weighted_cost,
                     "min_moves_to_optimum": self.optimum and self.optimum.min_moves,
+                    "optimum_is_exact": self.optimum and self.optimum.exact,
+                    "unconstrained_weighted_cost": self.unconstrained
+                    and self.unconstrained.weighted_cost,
                 }
                 if self.optimum_asked
                 else {}
@@ -119,7 +128,14 @@ def result_table(result: SimulationResult) -> str:
             "optimum: not computable here"
             if best is None
             else f"{'optimum':<24}{best.weighted_cost:>24.1f}  (min moves {best.min_moves})"
+            if best.exact
+            else f"{'lower bound':<24}{best.weighted_cost:>24.1f}  (the exact optimum out of reach)"
         )
+        if result.unconstrained is not None:
+            lines.append(
+                f"{'unconstrained optimum':<24}{result.unconstrained.weighted_cost:>24.1f}"
+                "  (no protection, soft spread or HA floor held)"
+            )
     lines.append(
         f"moves {summary['moves']}, landed in target {summary['landed_in_target']}, "
         f"refused by PDB {summary['refused_by_pdb']}, violations {summary['violations']}"

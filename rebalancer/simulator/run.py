@@ -8,9 +8,8 @@ the planner's assumption that flows stay pinned to pods is tested, not taken for
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable
 
-from rebalancer.cluster.model import Pod, Resources, Snapshot
+from rebalancer.cluster.model import Pod, Resources
 from rebalancer.config.policy import Policy
 from rebalancer.config.resolved import PlanningRules, price_of
 from rebalancer.cost.figures import Figures
@@ -122,26 +121,45 @@ def _row(
     )
 
 
-def _protected(snapshot: Snapshot, policy: Policy) -> frozenset[str]:
-    """The pods the policy never moves, which the optimum must leave where they are."""
-    indexes = snapshot.indexes()
-    rules = PlanningRules.of(policy, topology_of(policy, snapshot))
-    return frozenset(
-        key
-        for key, pod in snapshot.pods.items()
-        if protection_reason(pod, snapshot, indexes, rules) is not None
-    )
-
-
-def _solver() -> Callable[..., Optimum | None]:
-    """The optimum's solver, from the `sim` extra: the controller never needs HiGHS."""
+def _optima(
+    cluster: SimulatedCluster, policy: Policy, scenario: Scenario
+) -> tuple[Optimum | None, Optimum | None]:
+    """The fair optimum, under the rules the planner obeys (protected pods stay, soft spread as
+    the policy honours it, the HA floor), and the unconstrained one beside it. HiGHS is in the
+    `sim` extra: the controller never needs it."""
     try:
-        from rebalancer.simulator.optimum import solve  # noqa: PLC0415
+        from rebalancer.simulator.bound import lower_bound  # noqa: PLC0415
+        from rebalancer.simulator.optimum import Rules, solve  # noqa: PLC0415
     except ImportError:
         raise InputError(
             "simulate --optimum needs the HiGHS solver: pip install 'topology-rebalancer[sim]'"
         ) from None
-    return solve
+    snapshot = cluster.snapshot
+    topology = topology_of(policy, snapshot)
+    rules = PlanningRules.of(policy, topology)
+    indexes = snapshot.indexes()
+    protected = frozenset(
+        key
+        for key, pod in snapshot.pods.items()
+        if protection_reason(pod, snapshot, indexes, rules) is not None
+    )
+    floor = policy.protections.min_spread
+    fair = Rules(
+        fixed=protected,
+        soft_spread_hard=policy.protections.honor_soft_spread,
+        spread_floor=(rules.spread_level, floor.domains) if floor.domains > 1 else None,
+        floor_kinds=frozenset(floor.kinds),
+    )
+    rates = cluster.traffic().rates
+
+    def best(rules: Rules) -> Optimum | None:
+        exact = solve(snapshot, topology, rates, scenario, rules)
+        if exact is not None:
+            return exact
+        bound = lower_bound(snapshot, topology, rates, rules)
+        return None if bound is None else Optimum(bound, None, exact=False)
+
+    return best(fair), best(Rules())
 
 
 def simulate(
@@ -156,11 +174,9 @@ def simulate(
     """Run the planner `cycles` times; the clock advances one policy interval per cycle. With
     `optimum`, also solve for the best placement from the start, to hold the result against."""
     cluster = SimulatedCluster(scenario.in_phase(0), Scheduler(seed))
-    best = None
+    best = unconstrained = None
     if optimum:
-        topology = topology_of(policy, cluster.snapshot)
-        protected = _protected(cluster.snapshot, policy)
-        best = _solver()(cluster.snapshot, topology, cluster.traffic().rates, scenario, protected)
+        best, unconstrained = _optima(cluster, policy, scenario)
     by_key = {w.key: w for w in scenario.workloads}
     acting = policy.model_copy(update={"mode": mode})
     state = PlannerState()
@@ -215,7 +231,15 @@ def simulate(
         counts = (len(evicted), landed, refused)
         rows.append(_row(number, cluster, policy, counts, tuple(dict.fromkeys(moved))))
     return SimulationResult(
-        scenario.name, mode, seed, tuple(rows), policy.price.currency, best, optimum, tuple(history)
+        scenario.name,
+        mode,
+        seed,
+        tuple(rows),
+        policy.price.currency,
+        best,
+        optimum,
+        tuple(history),
+        unconstrained,
     )
 
 

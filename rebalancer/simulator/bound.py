@@ -1,0 +1,389 @@
+"""A lower bound on the fair optimum that scales: pods counted per domain, not placed on nodes.
+
+The exact program (optimum.py) places every pod on a node; HiGHS does not solve it for thousands
+of pods, nor for gangs of tens of pods on nearly full racks. Here the interchangeable pods (one
+workload's movable pods with the same requests and the same admitting nodes) become a count per
+domain, down to the finest level with few enough domains, and the traffic a pair of such classes
+keeps inside a domain is bounded from above by what the pods counted there can send and receive.
+Every placement the planner may reach meets these constraints, so the minimum here is at most the
+fair optimum: capture measured against it is conservative. Levels finer than the counted one are
+charged as if split wherever the counted level is, which only lowers the bound further.
+
+The solver stops after a number of branch-and-bound nodes, not seconds, and its dual bound is
+used when it stops early, so the figure does not depend on the machine's load.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+import highspy
+
+from rebalancer.cluster.fit import admits
+from rebalancer.cluster.model import Resources, Snapshot
+from rebalancer.cluster.topology import Domain, Topology
+from rebalancer.simulator.optimum import Rules, quiet_highs
+
+MAX_DOMAINS = 256
+"""The finest level with at most this many domains is the one pods are counted at."""
+MAX_BRANCH_NODES = 2000
+"""Work limit of the solver; past it the proven dual bound is taken."""
+MAX_EXACT_CLASS = 32
+"""Up to this many pods, what a class keeps inside a domain is bounded by a choice of its count
+(n (n - 1) / 2 pairs at most); larger classes by n x each pod's share, which needs no binaries."""
+
+
+@dataclass
+class _Class:
+    """Pods that any placement may swap for each other: same workload, requests and nodes."""
+
+    pods: list[str]
+    requests: Resources
+    nodes: frozenset[str]
+    fixed_at: Domain | None = None
+    """The domain at the counted level of a pod that stays (one pod per such class)."""
+    count: dict[Domain, Any] = field(default_factory=dict)
+    """Counted-level domain -> its count: a variable, or a constant for a fixed class."""
+    upper: dict[Domain, int] = field(default_factory=dict)
+    """Counted-level domain -> the most the count there can be."""
+
+
+@dataclass
+class _Pair:
+    """Traffic between two classes (or within one), with what bounds the part kept local."""
+
+    rate: float
+    first_max: float
+    """Most that one pod of the first class sends to and receives from the second."""
+    second_max: float
+    pair_max: float
+    """Most between any two of their pods: with n pods in a domain, a class keeps at most
+    n (n - 1) / 2 pairs of its own local."""
+
+
+def lower_bound(
+    snapshot: Snapshot,
+    topology: Topology,
+    rates: dict[tuple[str, str], float],
+    rules: Rules,
+) -> float | None:
+    """A cost no placement the planner may reach goes below; None if HiGHS proves nothing."""
+    program = _Bound(snapshot, topology, rules)
+    program.add_classes()
+    try:
+        program.add_capacity()
+    except _NoPlacementError:
+        return None
+    program.add_spread(rules.soft_spread_hard)
+    if rules.spread_floor is not None:
+        program.add_floor(*rules.spread_floor, rules.floor_kinds)
+    return program.solve(rates)
+
+
+class _Bound:
+    def __init__(self, snapshot: Snapshot, topology: Topology, rules: Rules) -> None:
+        self.snapshot = snapshot
+        self.topology = topology
+        self.rules = rules
+        self.highs = quiet_highs()
+        self.highs.setOptionValue("mip_max_nodes", MAX_BRANCH_NODES)
+        levels = range(len(topology.levels))
+        self.level = max(i for i in levels if len(topology.domains_at(i)) <= MAX_DOMAINS)
+        self.domains = {i: topology.domains_at(i) for i in range(self.level + 1)}
+        self.home: dict[str, Domain] = {}
+        """Node -> its counted-level domain, for nodes with every level down to it known."""
+        for domain in self.domains[self.level]:
+            for node in topology.nodes_by_domain[domain]:
+                self.home[node] = domain
+        self.classes: list[_Class] = []
+        self.class_of: dict[str, int] = {}
+        self.choices: dict[tuple[int, Domain], list[Any] | None] = {}
+
+    def add_classes(self) -> None:
+        grouped: dict[tuple[Any, ...], _Class] = {}
+        admitting: dict[tuple[Any, ...], frozenset[str]] = {}
+        for key in sorted(self.snapshot.pods):
+            pod = self.snapshot.pods[key]
+            if pod.node_name not in self.home:
+                continue  # unplaced, or where the topology is unknown: its traffic is left out
+            if key in self.rules.fixed:
+                self._add(_Class([key], pod.requests, frozenset(), self.home[pod.node_name]))
+                continue
+            rule = (pod.workload or key, pod.requests)
+            if rule not in admitting:
+                admitting[rule] = frozenset(
+                    name for name in self.home if admits(pod, self.snapshot.nodes[name])
+                )
+            group = (*rule, admitting[rule])
+            if group not in grouped:
+                grouped[group] = self._add(_Class([], pod.requests, admitting[rule]))
+            grouped[group].pods.append(key)
+            self.class_of[key] = self.class_of[f"\0{id(grouped[group])}"]
+        for marker in [k for k in self.class_of if k.startswith("\0")]:
+            del self.class_of[marker]
+
+    def _add(self, item: _Class) -> _Class:
+        self.classes.append(item)
+        self.class_of[f"\0{id(item)}"] = len(self.classes) - 1
+        for pod in item.pods:
+            self.class_of[pod] = len(self.classes) - 1
+        return item
+
+    def add_capacity(self) -> None:
+        """Each domain holds what its nodes have free of the fixed pods, summed per resource,
+        and no more of a class than fits node by node."""
+        free = {name: self.snapshot.nodes[name].allocatable for name in self.home}
+        for item in self.classes:
+            if item.fixed_at is not None:
+                node = self.snapshot.pods[item.pods[0]].node_name or ""
+                free[node] = free[node] - item.requests
+        for item in self.classes:
+            if item.fixed_at is not None:
+                item.count, item.upper = {item.fixed_at: 1}, {item.fixed_at: 1}
+                continue
+            for domain in self.domains[self.level]:
+                nodes = [n for n in self.topology.nodes_by_domain[domain] if n in item.nodes]
+                room = sum(_fits(item.requests, free[n]) for n in nodes)
+                if room > 0:
+                    item.upper[domain] = min(room, len(item.pods))
+                    item.count[domain] = self.highs.addIntegral(lb=0, ub=item.upper[domain])
+            if not item.count:
+                raise _NoPlacementError
+            self.highs.addConstr(sum(item.count.values()) == len(item.pods))
+        for domain in self.domains[self.level]:
+            nodes = self.topology.nodes_by_domain[domain]
+            movable = [c for c in self.classes if c.fixed_at is None and domain in c.count]
+            for resource in _resources(c.requests for c in movable):
+                limit = sum(max(_amount(free[n], resource), 0) for n in nodes)
+                if sum(_amount(c.requests, resource) * len(c.pods) for c in movable) > limit:
+                    demand = (_amount(c.requests, resource) * c.count[domain] for c in movable)
+                    self.highs.addConstr(sum(demand) <= limit)
+
+    def counted(self, item: _Class, domain: Domain) -> Any:
+        """The class's pods in a domain at or above the counted level."""
+        return sum(v for d, v in item.count.items() if d.key[: len(domain.key)] == domain.key)
+
+    def add_spread(self, soft_as_hard: bool) -> None:
+        """Each workload's spread constraints on a level at or above the counted one."""
+        by_label = {self.topology.levels[i].label: i for i in self.domains}
+        workloads: dict[Any, list[_Class]] = defaultdict(list)
+        for item in self.classes:
+            workloads[self.snapshot.pods[item.pods[0]].workload or item.pods[0]].append(item)
+        for members in workloads.values():
+            pod = self.snapshot.pods[members[0].pods[0]]
+            for constraint in pod.spread_constraints:
+                level = by_label.get(constraint.topology_key)
+                if level is None or not (constraint.hard or soft_as_hard):
+                    continue
+                eligible = {self.home[n] for c in members for n in c.nodes}
+                eligible |= {c.fixed_at for c in members if c.fixed_at is not None}
+                domains = [d for d in self.domains[level] if any(_within(e, d) for e in eligible)]
+                if len(domains) < 2:
+                    continue
+                most, least = self.highs.addVariable(lb=0), self.highs.addVariable(lb=0)
+                for domain in domains:
+                    total = sum(self.counted(c, domain) for c in members)
+                    self.highs.addConstr(most >= total)
+                    self.highs.addConstr(least <= total)
+                self.highs.addConstr(most - least <= constraint.max_skew)
+
+    def add_floor(self, level: int, floor: int, kinds: frozenset[str]) -> None:
+        if level > self.level:
+            return  # not counted that finely: leaving the floor out only lowers the bound
+        workloads: dict[Any, list[_Class]] = defaultdict(list)
+        for item in self.classes:
+            workload = self.snapshot.pods[item.pods[0]].workload
+            if workload is not None and workload.kind in kinds:
+                workloads[workload].append(item)
+        for members in workloads.values():
+            spanned = {
+                _up(self.home[self.snapshot.pods[p].node_name or ""], level)
+                for c in members
+                for p in c.pods
+            }
+            required = min(floor, len(spanned))
+            if required < 2:
+                continue
+            present: list[Any] = []
+            for domain in self.domains[level]:
+                total = sum(self.counted(c, domain) for c in members)
+                if isinstance(total, int):
+                    present.append(min(total, 1))
+                    continue
+                used = self.highs.addBinary()
+                self.highs.addConstr(used <= total)
+                present.append(used)
+            self.highs.addConstr(sum(present) >= required)
+
+    def solve(self, rates: dict[tuple[str, str], float]) -> float | None:
+        weights = [level.weight for level in self.topology.levels] + [0.0]
+        steps = [weights[i] - weights[i + 1] for i in range(len(self.topology.levels))]
+        # Levels finer than the counted one pay as if split wherever it is.
+        charged = [*steps[: self.level], sum(steps[self.level :])]
+        cost: list[Any] = []
+        for (first, second), pair in self._pairs(rates).items():
+            local_above: dict[Domain, Any] = {}
+            for level, step in enumerate(charged):
+                if step <= 0:
+                    continue
+                kept = {d: self._kept(first, second, pair, d) for d in self.domains[level]}
+                for domain, amount in kept.items():
+                    parent = local_above.get(_up(domain, level - 1)) if level else None
+                    if parent is not None and not isinstance(amount, float | int):
+                        within: Any = amount <= parent
+                        self.highs.addConstr(within)
+                local_above = kept
+                cost.append(step * (pair.rate - sum(kept.values())))
+        self.highs.minimize(sum(cost) if cost else 0)
+        info = self.highs.getInfo()
+        status = self.highs.getModelStatus()
+        if status == highspy.HighsModelStatus.kOptimal:
+            return max(float(info.objective_function_value), 0.0)
+        bound = float(info.mip_dual_bound)
+        return max(bound, 0.0) if math.isfinite(bound) else None
+
+    def _pairs(self, rates: dict[tuple[str, str], float]) -> dict[tuple[int, int], _Pair]:
+        """Class pair -> its traffic, both directions, and each pod's share at most."""
+        total: dict[tuple[int, int], float] = defaultdict(float)
+        per_pod: dict[tuple[int, int, str], float] = defaultdict(float)
+        pair_max: dict[tuple[int, int], float] = defaultdict(float)
+        both: dict[tuple[str, str], float] = defaultdict(float)
+        for (a, b), rate in rates.items():
+            if rate > 0 and a in self.class_of and b in self.class_of and a != b:
+                both[min(a, b), max(a, b)] += rate
+        for (a, b), rate in both.items():
+            key = (min(self.class_of[a], self.class_of[b]), max(self.class_of[a], self.class_of[b]))
+            total[key] += rate
+            per_pod[(*key, a)] += rate
+            per_pod[(*key, b)] += rate
+            pair_max[key] = max(pair_max[key], rate)
+        pairs = {}
+        for key, rate in total.items():
+            first, second = key
+            pairs[key] = _Pair(
+                rate,
+                max(per_pod[(*key, p)] for p in self.classes[first].pods),
+                max(per_pod[(*key, p)] for p in self.classes[second].pods),
+                pair_max[key],
+            )
+        return pairs
+
+    def _kept(self, first: int, second: int, pair: _Pair, domain: Domain) -> Any:
+        """An upper bound on the pair's traffic inside `domain`."""
+        one, other = self.classes[first], self.classes[second]
+        if first == second:
+            return self._kept_within(first, pair, domain)
+        here, there = self.counted(one, domain), self.counted(other, domain)
+        if isinstance(here, int) and isinstance(there, int):
+            return min(
+                here * pair.first_max,
+                there * pair.second_max,
+                pair.rate,
+                _pairs_of(here, there, pair),
+            )
+        kept = self.highs.addVariable(lb=0, ub=pair.rate)
+        self.highs.addConstr(kept <= here * pair.first_max)
+        self.highs.addConstr(kept <= there * pair.second_max)
+        # At most one pair's rate per two pods: n x m pairs, linear when one side is known...
+        if isinstance(here, int) or isinstance(there, int):
+            known, unknown = (here, there) if isinstance(here, int) else (there, here)
+            self.highs.addConstr(kept <= (known * pair.pair_max) * unknown)
+            return kept
+        # ...else through the choice of the smaller class's count (m x a bounded integer).
+        small, large = (first, second) if len(one.pods) <= len(other.pods) else (second, first)
+        choice = self._choice(small, domain)
+        if choice is None:
+            return kept
+        largest = self.upper(self.classes[large], domain)
+        others = self.counted(self.classes[large], domain)
+        products = []
+        for size, chosen in enumerate(choice):
+            if size == 0:
+                continue
+            product = self.highs.addVariable(lb=0, ub=largest)
+            self.highs.addConstr(product <= largest * chosen)
+            self.highs.addConstr(product <= others)
+            products.append(size * product)
+        self.highs.addConstr(kept <= pair.pair_max * sum(products))
+        return kept
+
+    def _kept_within(self, index: int, pair: _Pair, domain: Domain) -> Any:
+        """Within one class: n pods keep at most min(n x each one's share, n (n-1)/2 pairs)."""
+        pods = self.counted(self.classes[index], domain)
+        if isinstance(pods, int):
+            return _within_class(pods, pair)
+        kept = self.highs.addVariable(lb=0, ub=pair.rate)
+        choice = self._choice(index, domain)
+        if choice is None:
+            self.highs.addConstr(kept <= pods * (pair.first_max / 2))
+            return kept
+        bound = sum(_within_class(size, pair) * chosen for size, chosen in enumerate(choice))
+        self.highs.addConstr(kept <= bound)
+        return kept
+
+    def _choice(self, index: int, domain: Domain) -> list[Any] | None:
+        """Binaries choosing the class's count in the domain, one per possible count; None for
+        classes too large to expand."""
+        key = (index, domain)
+        if key not in self.choices:
+            item = self.classes[index]
+            if len(item.pods) > MAX_EXACT_CLASS:
+                self.choices[key] = None
+            else:
+                choice = [self.highs.addBinary() for _ in range(self.upper(item, domain) + 1)]
+                self.highs.addConstr(sum(choice) == 1)
+                counted = self.counted(item, domain)
+                self.highs.addConstr(sum(k * c for k, c in enumerate(choice)) == counted)
+                self.choices[key] = choice
+        return self.choices[key]
+
+    def upper(self, item: _Class, domain: Domain) -> int:
+        """The most pods of the class the domain can hold."""
+        return sum(
+            bound for d, bound in item.upper.items() if d.key[: len(domain.key)] == domain.key
+        )
+
+
+class _NoPlacementError(Exception):
+    """A class has nowhere to go: the cluster as given cannot hold its pods."""
+
+
+def _pairs_of(here: int, there: int, pair: _Pair) -> float:
+    return here * there * pair.pair_max
+
+
+def _within_class(pods: int, pair: _Pair) -> float:
+    return min(pods * pair.first_max / 2, pods * (pods - 1) / 2 * pair.pair_max, pair.rate)
+
+
+def _within(domain: Domain, wider: Domain) -> bool:
+    return domain.key[: len(wider.key)] == wider.key
+
+
+def _up(domain: Domain, level: int) -> Domain:
+    return Domain(level, domain.key[: level + 1])
+
+
+def _resources(requests: Iterable[Resources]) -> list[str]:
+    scalars = {name for r in requests for name, _amount in r.scalars}
+    return ["cpu_millis", "memory_bytes", "pods", *sorted(scalars)]
+
+
+def _amount(resources: Resources, name: str) -> int:
+    if name in ("cpu_millis", "memory_bytes", "pods"):
+        return int(getattr(resources, name))
+    return resources.scalar(name)
+
+
+def _fits(requests: Resources, free: Resources) -> int:
+    """How many pods of these requests fit in `free`."""
+    counts = [
+        _amount(free, name) // amount
+        for name in _resources([requests])
+        if (amount := _amount(requests, name)) > 0
+    ]
+    return max(min(counts), 0) if counts else 0
