@@ -31,6 +31,7 @@ from rebalancer.simulator.scenario import (
     Scenario,
     load_scenario,
     pair_rates,
+    rank_of,
 )
 
 Pair = tuple[str, str]
@@ -154,7 +155,8 @@ class ClusterTraffic:
             key = f"{metadata['namespace']}/{metadata['name']}"
             self.pod_nodes[key] = node_name
             zone = self.node_labels.get(node_name, {}).get(LEVEL_LABELS["zone"])
-            placed.append(PlacedPod(key, workload, zone))
+            rank = rank_of(metadata.get("annotations") or {})
+            placed.append(PlacedPod(key, workload, zone, rank))
         return placed
 
     def rates(self) -> dict[Pair, float]:

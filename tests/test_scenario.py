@@ -184,3 +184,25 @@ def test_gpus_node_selector_and_labels_reach_the_api_objects_and_the_snapshot() 
     assert resources["requests"]["nvidia.com/gpu"] == resources["limits"]["nvidia.com/gpu"] == "2"
     assert pod_spec["nodeSelector"] == {"pool": "gpu"}
     assert job["spec"]["template"]["metadata"]["labels"] == {"job-name": "w", "app": "w"}
+
+
+def test_a_replaced_ring_member_takes_the_rank_of_the_pod_it_replaced() -> None:
+    """Training ranks are the Job's completion indexes, which a replacement inherits: a new name
+    must not reorder the ring."""
+    scenario = parse_scenario(
+        "name: t\nworkloads: [{name: a, kind: Job, replicas: 3}]\n"
+        "traffic: [{source: a, destination: a, rate: 9, routing: ring}]",
+        "s",
+    )
+    pods = [
+        PlacedPod("default/a-00007", "default/a", "z", rank=0),
+        PlacedPod("default/a-00001", "default/a", "z", rank=1),
+        PlacedPod("default/a-00002", "default/a", "z", rank=2),
+    ]
+    assert set(pair_rates(scenario, pods)) == {
+        ("default/a-00007", "default/a-00001"),
+        ("default/a-00001", "default/a-00002"),
+        ("default/a-00002", "default/a-00007"),
+    }
+    [job] = workload_objects(scenario.workloads[0])
+    assert job["spec"]["completionMode"] == "Indexed"

@@ -18,6 +18,7 @@ from rebalancer.cluster.fit import Occupancy
 from rebalancer.cluster.model import Pod, Snapshot
 from rebalancer.cluster.parse import parse_items
 from rebalancer.simulator.scenario import (
+    COMPLETION_INDEX,
     LEVEL_LABELS,
     ZONE_LABEL,
     LevelName,
@@ -26,6 +27,7 @@ from rebalancer.simulator.scenario import (
     WorkloadSpec,
     node_object,
     pair_rates,
+    rank_of,
     workload_objects,
 )
 from rebalancer.simulator.scheduler import Scheduler, SimulatedSteering
@@ -96,6 +98,7 @@ class SimulatedCluster:
                 pod.key,
                 workload_key(pod),
                 self.snapshot.nodes[pod.node_name].labels.get(ZONE_LABEL),
+                rank_of(pod.annotations),
             )
             for pod in self.snapshot.pods.values()
             if pod.node_name
@@ -184,7 +187,10 @@ def _pod_object(
             "namespace": workload.namespace,
             "labels": template["metadata"]["labels"],
             "ownerReferences": [{"kind": owner[0], "name": owner[1], "controller": True}],
-            "annotations": {"topology-rebalancer.io/ordinal": str(ordinal)},
+            "annotations": {
+                "topology-rebalancer.io/ordinal": str(ordinal),
+                **({COMPLETION_INDEX: str(ordinal)} if workload.kind == "Job" else {}),
+            },
             "creationTimestamp": created.strftime("%Y-%m-%dT%H:%M:%SZ"),
         },
         "spec": template["spec"],

@@ -291,6 +291,7 @@ def workload_objects(workload: WorkloadSpec) -> list[dict[str, Any]]:
             "spec": {
                 "parallelism": workload.replicas,
                 "completions": workload.replicas,
+                "completionMode": "Indexed",
                 "backoffLimit": 1000,
                 "template": template,
             },
@@ -333,12 +334,26 @@ class PlacedPod:
     workload: str
     """namespace/name of the scenario workload"""
     zone: str | None
+    rank: int | None = None
+    """The pod's fixed place in its workload, which a replacement inherits: an indexed Job's
+    completion index (as a training job's ranks are). None: the name's ordinal, if any."""
+
+
+COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"
+
+
+def rank_of(annotations: Mapping[str, str]) -> int | None:
+    value = annotations.get(COMPLETION_INDEX, "")
+    return int(value) if value.isdigit() else None
 
 
 def _ordinal_order(pods: Iterable[PlacedPod]) -> list[PlacedPod]:
-    """StatefulSet ordinals when the names carry them, else by name: stable across cycles."""
+    """Ranks, else StatefulSet ordinals when the names carry them, else by name: stable across
+    cycles, and a replacement takes the place of the pod it replaced, so a ring keeps its order."""
 
     def order(pod: PlacedPod) -> tuple[int, str]:
+        if pod.rank is not None:
+            return (pod.rank, pod.key)
         match = _ORDINAL.search(pod.key)
         return (int(match.group(1)) if match else 0, pod.key)
 
