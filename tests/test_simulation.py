@@ -373,3 +373,40 @@ def test_out_of_the_exact_program_s_reach_the_bound_is_reported(
     assert result.optimum is not None and not result.optimum.exact
     assert result.optimum.min_moves is None
     assert "lower bound" in result_table(result)
+
+
+SELECTED_SPREAD = """
+name: selected-spread
+nodes:
+  - {name: a, zone: zone-a, rack: rack-1, labels: {pool: gpu}}
+  - {name: b, zone: zone-b, rack: rack-1, labels: {pool: gpu}}
+  - {name: c, zone: zone-c, rack: rack-1}
+  - {name: d, zone: zone-d, rack: rack-1}
+workloads:
+  - {name: worker, namespace: x, replicas: 4, node_selector: {pool: gpu},
+     spread: [{level: zone, max_skew: 1, hard: true}]}
+  - {name: client, namespace: x}
+traffic:
+  - {source: x/client, destination: x/worker, rate: 8}
+"""
+
+
+def test_spread_counts_only_the_zones_the_pods_selector_admits() -> None:
+    """As kube-scheduler counts them (nodeAffinityPolicy Honor): two workers in each GPU zone
+    meet a skew of 1, though zones c and d hold none."""
+    best = _optimum_of(SELECTED_SPREAD)
+    assert best is not None and best.weighted_cost == pytest.approx(40.0)
+
+
+def test_a_job_s_max_unavailable_budget_allows_no_disruption_as_the_controller_computes_it() -> (
+    None
+):
+    """The disruption controller finds no scale for a Job, so such a PDB allows nothing; an
+    integer minAvailable works."""
+    for budget, allowed in (("{max_unavailable: 1}", 0), ("{min_available: 3}", 1)):
+        scenario = parse_scenario(
+            f"name: t\nworkloads: [{{name: train, kind: Job, replicas: 4, pdb: {budget}}}]", "s"
+        )
+        cluster = SimulatedCluster(scenario, Scheduler(0))
+        cluster.refresh_budgets()
+        assert [pdb.disruptions_allowed for pdb in cluster.snapshot.pdbs] == [allowed]

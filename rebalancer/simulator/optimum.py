@@ -23,7 +23,7 @@ from typing import Any
 
 import highspy
 
-from rebalancer.cluster.fit import admits
+from rebalancer.cluster.fit import admits, node_affinity_allows
 from rebalancer.cluster.model import Resources, Snapshot
 from rebalancer.cluster.topology import Topology
 from rebalancer.simulator.results import Optimum
@@ -187,19 +187,26 @@ class _Program:
                 and pod.namespace == workload.namespace
                 and pod.labels.get("app") == workload.name
             ]
+            if not pods:
+                continue
+            first = self.snapshot.pods[pods[0]]
             for constraint in (c for c in workload.spread if c.hard or soft_as_hard):
                 label = LEVEL_LABELS[constraint.level]
                 by_value: dict[str, list[str]] = defaultdict(list)
                 for node in self.snapshot.nodes.values():
-                    if label in node.labels:
+                    # As the scheduler counts domains: only nodes the pods' selector admits.
+                    if label in node.labels and node_affinity_allows(first, node):
                         by_value[node.labels[label]].append(node.name)
                 counts = {
                     value: sum(self._in_domain(pod, nodes) for pod in pods)
                     for value, nodes in by_value.items()
                 }
                 for a, b in combinations(sorted(counts), 2):
-                    self.highs.addConstr(counts[a] - counts[b] <= constraint.max_skew)
-                    self.highs.addConstr(counts[b] - counts[a] <= constraint.max_skew)
+                    difference = counts[a] - counts[b]
+                    if isinstance(difference, int):
+                        continue  # no pod can be in either: nothing to hold
+                    self.highs.addConstr(difference <= constraint.max_skew)
+                    self.highs.addConstr(-difference <= constraint.max_skew)
 
     def cost(self, rates: dict[tuple[str, str], float]) -> Any:
         weights = [level.weight for level in self.topology.levels] + [0.0]

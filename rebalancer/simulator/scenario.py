@@ -102,11 +102,15 @@ class WorkloadSpec(_Strict):
 
     @property
     def promised_ready(self) -> int:
-        """The Ready pods the workload's PDB promises; 0 without a PDB."""
+        """The Ready pods the workload's PDB promises; 0 without a PDB. A Job has no scale
+        subresource, so the disruption controller cannot count the pods a maxUnavailable PDB
+        expects and allows no disruption at all."""
         if self.pdb is None:
             return 0
         if self.pdb.min_available is not None:
             return self.pdb.min_available
+        if self.kind == "Job":
+            return self.replicas
         return self.replicas - (self.pdb.max_unavailable or 0)
 
 
