@@ -62,6 +62,23 @@ class Resources(msgspec.Struct, frozen=True, gc=False):
     def scalar(self, name: str) -> int:
         return dict(self.scalars).get(name, 0)
 
+    def amount(self, name: str) -> int:
+        """By name: a field (cpu_millis, memory_bytes, pods) or a scalar resource."""
+        if name in _FIELDS:
+            return int(getattr(self, name))
+        return self.scalar(name)
+
+    def copies_in(self, free: Resources) -> int:
+        """How many pods of these requests `free` holds: the least over the resources they
+        request (negative when `free` is)."""
+        counts = [free.amount(name) // amount for name in _FIELDS if (amount := self.amount(name))]
+        available = dict(free.scalars)
+        counts += [available.get(name, 0) // amount for name, amount in self.scalars if amount]
+        return min(counts) if counts else 0
+
+
+_FIELDS = ("cpu_millis", "memory_bytes", "pods")
+
 
 def _combined(
     ours: tuple[tuple[str, int], ...], theirs: tuple[tuple[str, int], ...], sign: int

@@ -147,7 +147,7 @@ class _Bound:
                 continue
             for domain in self.domains[self.level]:
                 nodes = [n for n in self.topology.nodes_by_domain[domain] if n in item.nodes]
-                room = sum(_fits(item.requests, free[n]) for n in nodes)
+                room = sum(max(item.requests.copies_in(free[n]), 0) for n in nodes)
                 if room > 0:
                     item.upper[domain] = min(room, len(item.pods))
                     item.count[domain] = self.highs.addIntegral(lb=0, ub=item.upper[domain])
@@ -158,14 +158,14 @@ class _Bound:
             nodes = self.topology.nodes_by_domain[domain]
             movable = [c for c in self.classes if c.fixed_at is None and domain in c.count]
             for resource in _resources(c.requests for c in movable):
-                limit = sum(max(_amount(free[n], resource), 0) for n in nodes)
-                if sum(_amount(c.requests, resource) * len(c.pods) for c in movable) > limit:
-                    demand = (_amount(c.requests, resource) * c.count[domain] for c in movable)
+                limit = sum(max(free[n].amount(resource), 0) for n in nodes)
+                if sum(c.requests.amount(resource) * len(c.pods) for c in movable) > limit:
+                    demand = (c.requests.amount(resource) * c.count[domain] for c in movable)
                     self.highs.addConstr(sum(demand) <= limit)
 
     def counted(self, item: _Class, domain: Domain) -> Any:
         """The class's pods in a domain at or above the counted level."""
-        return sum(v for d, v in item.count.items() if d.key[: len(domain.key)] == domain.key)
+        return sum(v for d, v in item.count.items() if _within(d, domain))
 
     def add_spread(self, soft_as_hard: bool) -> None:
         """Each workload's spread constraints on a level at or above the counted one."""
@@ -343,9 +343,7 @@ class _Bound:
 
     def upper(self, item: _Class, domain: Domain) -> int:
         """The most pods of the class the domain can hold."""
-        return sum(
-            bound for d, bound in item.upper.items() if d.key[: len(domain.key)] == domain.key
-        )
+        return sum(bound for d, bound in item.upper.items() if _within(d, domain))
 
 
 class _NoPlacementError(Exception):
@@ -371,19 +369,3 @@ def _up(domain: Domain, level: int) -> Domain:
 def _resources(requests: Iterable[Resources]) -> list[str]:
     scalars = {name for r in requests for name, _amount in r.scalars}
     return ["cpu_millis", "memory_bytes", "pods", *sorted(scalars)]
-
-
-def _amount(resources: Resources, name: str) -> int:
-    if name in ("cpu_millis", "memory_bytes", "pods"):
-        return int(getattr(resources, name))
-    return resources.scalar(name)
-
-
-def _fits(requests: Resources, free: Resources) -> int:
-    """How many pods of these requests fit in `free`."""
-    counts = [
-        _amount(free, name) // amount
-        for name in _resources([requests])
-        if (amount := _amount(requests, name)) > 0
-    ]
-    return max(min(counts), 0) if counts else 0

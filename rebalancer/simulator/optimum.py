@@ -24,7 +24,7 @@ from typing import Any
 import highspy
 
 from rebalancer.cluster.fit import admits, node_affinity_allows
-from rebalancer.cluster.model import Resources, Snapshot
+from rebalancer.cluster.model import Snapshot
 from rebalancer.cluster.topology import Topology
 from rebalancer.simulator.results import Optimum
 from rebalancer.simulator.scenario import LEVEL_LABELS, Scenario
@@ -90,12 +90,6 @@ def solve(
     return Optimum(best, None if moves is None else round(moves))
 
 
-def _amount(resources: Resources, name: str) -> int:
-    if name in ("cpu_millis", "memory_bytes", "pods"):
-        return int(getattr(resources, name))
-    return resources.scalar(name)
-
-
 def quiet_highs() -> highspy.Highs:
     """A solver that prints nothing. HiGHS writes a banner to stdout when a process makes its
     first instance, which would corrupt `--output json`, so fd 1 points at /dev/null meanwhile."""
@@ -136,10 +130,8 @@ class _Program:
             pods = [pod for pod, nodes in self.nodes_of.items() if node.name in nodes]
             scalars = {name for pod in pods for name, _ in self.snapshot.pods[pod].requests.scalars}
             for resource in ("cpu_millis", "memory_bytes", "pods", *sorted(scalars)):
-                limit = _amount(node.allocatable, resource)
-                demand = [
-                    (_amount(self.snapshot.pods[pod].requests, resource), pod) for pod in pods
-                ]
+                limit = node.allocatable.amount(resource)
+                demand = [(self.snapshot.pods[pod].requests.amount(resource), pod) for pod in pods]
                 if sum(amount for amount, _pod in demand) > limit:
                     self.highs.addConstr(
                         sum(amount * self.place[pod, node.name] for amount, pod in demand) <= limit

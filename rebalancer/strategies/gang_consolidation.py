@@ -15,6 +15,7 @@ from typing import Annotated, Literal
 import networkx as nx
 from pydantic import Field
 
+from rebalancer.cluster.model import Resources
 from rebalancer.cluster.topology import Domain
 from rebalancer.strategies.framework import Candidate, ClusterView, Strategy, StrategyArgs
 
@@ -120,25 +121,23 @@ class GangConsolidation:
     def _room(self, view: ClusterView, domain: Domain, members: list[str]) -> int:
         """How many more group-sized pods the domain's nodes can take, by free requests (GPUs and
         other extended resources included: on GPU racks they run out first)."""
-        pods = view.snapshot.pods
-        largest: dict[str, int] = {"cpu": 0, "memory": 0}
-        for member in members:
-            requests = pods[member].requests
-            largest["cpu"] = max(largest["cpu"], requests.cpu_millis)
-            largest["memory"] = max(largest["memory"], requests.memory_bytes)
-            for name, amount in requests.scalars:
-                largest[name] = max(largest.get(name, 0), amount)
+        requests = [view.snapshot.pods[member].requests for member in members]
+        scalars: dict[str, int] = {}
+        for each in requests:
+            for name, amount in each.scalars:
+                scalars[name] = max(scalars.get(name, 0), amount)
+        largest = Resources(
+            max(r.cpu_millis for r in requests),
+            max(r.memory_bytes for r in requests),
+            1,
+            tuple(sorted(scalars.items())),
+        )
         room = 0
         for node_name in view.topology.nodes_by_domain.get(domain, []):
             node = view.snapshot.nodes[node_name]
             if node.unschedulable or not node.ready:
                 continue
-            free = view.occupancy.free(node)
-            available = {"cpu": free.cpu_millis, "memory": free.memory_bytes, **dict(free.scalars)}
-            room += min(
-                [free.pods]
-                + [available.get(name, 0) // amount for name, amount in largest.items() if amount]
-            )
+            room += largest.copies_in(view.occupancy.free(node))
         return max(room, 0)
 
 
