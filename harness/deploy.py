@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import re
 import subprocess
+from pathlib import Path
 from typing import Any
 
 import yaml
@@ -33,12 +34,16 @@ def helm() -> str:
 
 
 def render_chart(
-    values: dict[str, Any], namespace: str = "topology-rebalancer", release: str = "rebalancer"
+    values: dict[str, Any],
+    namespace: str = "topology-rebalancer",
+    release: str = "rebalancer",
+    chart: Path = CHART,
 ) -> str:
-    """`helm template` of the chart with `values` (as --set-json each), as text."""
+    """`helm template` of `chart` (a directory or a packaged chart) with `values` (as
+    --set-json each), as text."""
     flags = [f"--set-json={key}={json.dumps(value)}" for key, value in values.items()]
     rendered = subprocess.run(
-        [helm(), "template", release, str(CHART), "--namespace", namespace, *flags],
+        [helm(), "template", release, str(chart), "--namespace", namespace, *flags],
         capture_output=True,
         text=True,
         check=True,
@@ -50,15 +55,17 @@ def objects_of(rendered: str) -> list[dict[str, Any]]:
     return [doc for doc in yaml.safe_load_all(rendered) if doc]
 
 
+def kustomize(directory: Path) -> str:
+    """`kubectl kustomize DIRECTORY`, as the text it prints."""
+    built = subprocess.run(
+        [kubectl(), "kustomize", str(directory)], capture_output=True, text=True, check=True
+    )
+    return built.stdout
+
+
 def build_overlay(overlay: str) -> list[dict[str, Any]]:
     """`kubectl kustomize deploy/overlays/OVERLAY`, as the list of objects it prints."""
-    built = subprocess.run(
-        [kubectl(), "kustomize", str(DEPLOY / "overlays" / overlay)],
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    return [doc for doc in yaml.safe_load_all(built.stdout) if doc]
+    return objects_of(kustomize(DEPLOY / "overlays" / overlay))
 
 
 def find(objects: list[dict[str, Any]], kind: str, name: str) -> dict[str, Any]:

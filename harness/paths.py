@@ -8,3 +8,5 @@ REPO = Path(__file__).resolve().parents[1]
 EXAMPLES = REPO / "examples"
 DEPLOY = REPO / "deploy"
 CHART = REPO / "charts" / "topology-rebalancer"
+RULES = DEPLOY / "components" / "monitoring" / "prometheusrule.yaml"
+"""The PrometheusRule: its `spec` is a plain rule file, which the tests load into Prometheus."""

@@ -16,7 +16,7 @@ import pytest
 import yaml
 
 from harness.deploy import controller_args, find, helm, objects_of, render_chart
-from harness.paths import CHART, REPO
+from harness.paths import CHART, REPO, RULES
 from rebalancer.cli.parser import build_parser
 from rebalancer.config.policy import parse_policy
 
@@ -56,6 +56,20 @@ def test_helm_lint_passes(case: str, tmp_path: Path) -> None:
         check=False,
     )
     assert linted.returncode == 0, linted.stdout + linted.stderr
+
+
+def test_the_packaged_chart_renders_as_the_directory(tmp_path: Path) -> None:
+    """What a user installs from a copy: `helm package` keeps every template and file."""
+    packaged = subprocess.run(
+        [helm(), "package", str(CHART), "--destination", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    [archive] = tmp_path.glob("topology-rebalancer-*.tgz")
+    assert str(archive) in packaged.stdout
+    for case in ("migrate-cert-manager", "monitored"):
+        assert render_chart(MODES[case], chart=archive) == render_chart(MODES[case])
 
 
 @pytest.mark.parametrize("case", list(MODES))
@@ -123,7 +137,7 @@ def test_a_bad_mode_fails_the_rendering_naming_the_value() -> None:
 
 
 def test_the_charts_copies_of_the_rules_and_the_dashboard_are_the_originals() -> None:
-    rule = yaml.safe_load((REPO / "deploy" / "base" / "prometheusrule.yaml").read_text())
+    rule = yaml.safe_load(RULES.read_text())
     copied = yaml.safe_load((CHART / "files" / "prometheusrule-spec.yaml").read_text())
     assert copied == rule["spec"]
     dashboard = (REPO / "dashboards" / "topology-rebalancer.json").read_text()

@@ -4,17 +4,29 @@ and the Dockerfile passes hadolint. tests/e2e/test_deploy.py applies them to a r
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
 import tomllib
 from pathlib import Path
+from typing import Any
 
 import kubernetes_validate
 import pytest
 import yaml
 
-from harness.deploy import OVERLAY_MODES, OVERLAYS, build_overlay, controller_args, find, kubectl
+from harness import bundles
+from harness.deploy import (
+    OVERLAY_MODES,
+    OVERLAYS,
+    build_overlay,
+    controller_args,
+    find,
+    kustomize,
+    objects_of,
+)
+from harness.paths import DEPLOY, RULES
 from rebalancer.cli.parser import build_parser
 from rebalancer.config.policy import load_policy, parse_policy
 
@@ -37,6 +49,9 @@ def test_every_object_is_valid_against_the_kubernetes_schemas(overlay: str) -> N
     for item in objects:
         if item["kind"] not in CUSTOM_KINDS:
             kubernetes_validate.validate(item, "1.36.0", strict=True)
+    # Only the cert-manager overlay needs CRDs: the Prometheus Operator's are in a component.
+    expected = {"Issuer", "Certificate"} if overlay == "migrate-cert-manager" else set()
+    assert {o["kind"] for o in objects} & CUSTOM_KINDS == expected
     namespaced = [o for o in objects if o["kind"] not in CLUSTER_SCOPED]
     assert {o["metadata"].get("namespace") for o in namespaced} == {"topology-rebalancer"}
 
@@ -120,7 +135,7 @@ def test_the_deployment_is_hardened() -> None:
 def test_the_prometheus_rules_pass_promtool(tmp_path: Path) -> None:
     promtool = shutil.which("promtool")
     assert promtool, "promtool comes with Debian's prometheus package, which make installs"
-    rule = yaml.safe_load((ROOT / "deploy" / "base" / "prometheusrule.yaml").read_text())
+    rule = yaml.safe_load(RULES.read_text())
     rules = tmp_path / "rules.yml"
     rules.write_text(yaml.safe_dump(rule["spec"]))
     checked = subprocess.run(
@@ -174,7 +189,7 @@ def test_the_image_installs_from_the_lock_alone(tmp_path: Path) -> None:
 
 
 def test_the_recorded_series_policy_reads_what_the_rule_records() -> None:
-    rule = yaml.safe_load((ROOT / "deploy" / "base" / "prometheusrule.yaml").read_text())
+    rule = yaml.safe_load(RULES.read_text())
     recorded = {
         r["record"] for group in rule["spec"]["groups"] for r in group["rules"] if "record" in r
     }
@@ -201,21 +216,10 @@ def test_the_kind_cluster_has_three_zones_of_two_racks() -> None:
     assert len({zone for zone, _rack in places}) == 3
 
 
-def test_the_kind_install_and_demo_app_are_valid_without_the_operator() -> None:
-    built = subprocess.run(
-        [kubectl(), "kustomize", str(KIND)], capture_output=True, text=True, check=True
-    )
-    objects = [doc for doc in yaml.safe_load_all(built.stdout) if doc]
-    assert not {o["kind"] for o in objects} & CUSTOM_KINDS  # a bare kind cluster lacks the CRDs
+def test_the_kind_demo_app_is_valid() -> None:
     demo = [doc for doc in yaml.safe_load_all((KIND / "demo-app.yaml").read_text()) if doc]
-    for item in [*objects, *demo]:
+    for item in demo:
         kubernetes_validate.validate(item, "1.36.0", strict=True)
-    assert (
-        parse_policy(
-            find(objects, "ConfigMap", "topology-rebalancer-policy")["data"]["policy.yaml"], "kind"
-        ).mode
-        == "dry-run"
-    )
 
 
 def test_the_shell_scripts_pass_shellcheck() -> None:
@@ -228,14 +232,67 @@ def test_the_shell_scripts_pass_shellcheck() -> None:
     assert checked.returncode == 0, checked.stdout
 
 
-def test_the_install_example_sets_the_image_and_prometheus() -> None:
-    built = subprocess.run(
-        [kubectl(), "kustomize", str(ROOT / "examples" / "install")],
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    objects = [doc for doc in yaml.safe_load_all(built.stdout) if doc]
+INSTALL = bundles.INSTALL
+ELSEWHERE = "platform-tools"
+
+
+def _stale_namespace_references(objects: list[dict[str, Any]], stale: str) -> list[str]:
+    """Every place that still names namespace `stale`: a `namespace` field, a value in a
+    namespace selector, a Service's DNS name or a `namespace/name` reference."""
+    found: list[str] = []
+
+    def walk(node: object, path: tuple[str, ...], where: str) -> None:
+        if isinstance(node, dict):
+            for key, value in node.items():
+                walk(value, (*path, str(key)), where)
+        elif isinstance(node, list):
+            for index, value in enumerate(node):
+                walk(value, (*path, str(index)), where)
+        elif isinstance(node, str):
+            in_namespace_field = path[-1] == "namespace" or "namespaceSelector" in path
+            if (
+                (in_namespace_field and node == stale)
+                or f".{stale}.svc" in node
+                or node.startswith(f"{stale}/")
+            ):
+                found.append(f"{where} {'.'.join(path)}: {node}")
+
+    for item in objects:
+        where = f"{item['kind']}/{item['metadata']['name']}"
+        if item["kind"] == "Namespace" and item["metadata"]["name"] == stale:
+            found.append(f"{where} is the namespace itself")
+        walk(item, (), where)
+    return found
+
+
+def _install_copy(tmp_path: Path, bundle: str, namespace: str) -> Path:
+    """examples/install copied out of the repository, with its namespace and mode set."""
+    copy = tmp_path / "somewhere" / "install"
+    shutil.copytree(INSTALL, copy)
+    kustomization = copy / "kustomization.yaml"
+    text = kustomization.read_text()
+    text = text.replace("namespace: topology-rebalancer", f"namespace: {namespace}")
+    kustomization.write_text(text.replace("bundle/dry-run.yaml", f"bundle/{bundle}.yaml"))
+    return copy
+
+
+@pytest.mark.parametrize("bundle", [*OVERLAYS, "monitoring"])
+def test_the_bundles_are_deploy_rendered(bundle: str) -> None:
+    """examples/install/bundle is what a copy installs; `python -m harness.bundles` writes it."""
+    rendered = bundles.render()[f"{bundle}.yaml"]
+    committed = bundles.BUNDLES / f"{bundle}.yaml"
+    assert committed.read_text() == rendered, "out of date: run `python -m harness.bundles`"
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_a_copy_of_the_install_example_installs_anywhere_in_any_namespace(
+    tmp_path: Path, overlay: str
+) -> None:
+    objects = objects_of(kustomize(_install_copy(tmp_path, overlay, ELSEWHERE)))
+    assert _stale_namespace_references(objects, "topology-rebalancer") == []
+    namespaced = [o for o in objects if o["kind"] not in CLUSTER_SCOPED]
+    assert {o["metadata"]["namespace"] for o in namespaced} == {ELSEWHERE}
+    assert find(objects, "Namespace", ELSEWHERE)
     [container] = find(objects, "Deployment", "topology-rebalancer")["spec"]["template"]["spec"][
         "containers"
     ]
@@ -244,3 +301,36 @@ def test_the_install_example_sets_the_image_and_prometheus() -> None:
         "name": "PROMETHEUS_URL",
         "value": "http://prometheus-operated.monitoring.svc:9090",
     }
+    env = {"PROMETHEUS_URL": "http://prometheus:9090", "POD_NAMESPACE": ELSEWHERE}
+    args = build_parser().parse_args(["run", *controller_args(objects, env)])
+    assert args.policy_configmap == f"{ELSEWHERE}/topology-rebalancer-policy"
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_the_overlays_take_another_namespace_with_the_install_examples_replacements(
+    tmp_path: Path, overlay: str
+) -> None:
+    """kustomize's `namespace:` alone leaves the RBAC subjects (and, in migrate, the webhook's
+    Service and exclusion, the certificate's names and the CA injection) in the old namespace;
+    the install example's replacements, run after it, carry the new one everywhere."""
+    replacements = yaml.safe_load((INSTALL / "kustomization.yaml").read_text())["replacements"]
+    kustomization: dict[str, Any] = {
+        "namespace": ELSEWHERE,
+        "resources": [os.path.relpath(DEPLOY / "overlays" / overlay, tmp_path)],
+        "components": [os.path.relpath(bundles.MONITORING, tmp_path)],
+    }
+    (tmp_path / "kustomization.yaml").write_text(yaml.safe_dump(kustomization))
+    left_behind = _stale_namespace_references(
+        objects_of(kustomize(tmp_path)), "topology-rebalancer"
+    )
+    expected = ["subjects"]
+    if OVERLAY_MODES[overlay] == "migrate":
+        expected += ["clientConfig.service.namespace", "namespaceSelector"]
+    if overlay == "migrate-cert-manager":
+        expected += ["dnsNames", "inject-ca-from"]
+    assert {field for field in expected for ref in left_behind if field in ref} == set(expected)
+    kustomization["replacements"] = replacements
+    (tmp_path / "kustomization.yaml").write_text(yaml.safe_dump(kustomization))
+    objects = objects_of(kustomize(tmp_path))
+    assert _stale_namespace_references(objects, "topology-rebalancer") == []
+    assert {"ServiceMonitor", "PrometheusRule"} <= {o["kind"] for o in objects}

@@ -22,7 +22,7 @@ done
 kind create cluster --config "$here/cluster.yaml"
 docker build -t "$image" "$root"
 kind load docker-image "$image" --name "$cluster"
-kubectl --context "kind-$cluster" apply -k "$here"
+kubectl --context "kind-$cluster" apply -k "$root/deploy/overlays/dry-run"
 kubectl --context "kind-$cluster" -n topology-rebalancer set env deployment/topology-rebalancer \
     PROMETHEUS_URL="$prometheus"
 kubectl --context "kind-$cluster" apply -f "$here/demo-app.yaml"

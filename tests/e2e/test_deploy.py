@@ -1,9 +1,11 @@
-"""deploy/ on the real API server: every overlay passes a server-side dry-run; the controller,
-authenticated as the ServiceAccount deploy/ creates (a bound token, not admin), runs a whole
-migrate cycle with the rights deploy/ grants; and what it was not granted is refused."""
+"""deploy/ on the real API server: every overlay passes a server-side dry-run; installed as a user
+would (examples/install copied out of the repository, into a namespace of their choosing), the
+controller, authenticated as the ServiceAccount it creates (a bound token, not admin), runs a
+whole migrate cycle with the rights it grants; and what it was not granted is refused."""
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -13,8 +15,9 @@ import pytest
 import yaml
 from kubernetes import client, config
 
+from harness.bundles import INSTALL
 from harness.cluster import LocalCluster, build_binaries
-from harness.deploy import OVERLAYS, build_overlay, controller_args, kubectl
+from harness.deploy import OVERLAYS, build_overlay, controller_args, kubectl, kustomize, objects_of
 from harness.paths import DEPLOY
 from harness.scrape import total
 from tests.conftest import LIVE_POLICY_YAML
@@ -22,7 +25,8 @@ from tests.e2e.setups import migrate_cycle_as
 
 pytestmark = pytest.mark.e2e
 
-NAMESPACE = "topology-rebalancer"
+NAMESPACE = "platform-tools"
+"""Not the default one: the install example must carry it into every reference."""
 WORKLOADS = "rbac"
 ACCOUNT = "topology-rebalancer"
 POLICY = (
@@ -59,7 +63,7 @@ def operator_crds(cluster: LocalCluster) -> None:
             cluster, "wait", "--for=condition=Established", "--timeout=60s", "-f", str(crds)
         )
         assert waited.returncode == 0, waited.stderr
-    cluster.ensure_namespace(NAMESPACE)
+    cluster.ensure_namespace("topology-rebalancer")  # the overlays' own
 
 
 @pytest.mark.parametrize("overlay", OVERLAYS)
@@ -73,38 +77,57 @@ def test_every_overlay_passes_a_server_side_dry_run(
     assert result.stdout.count("(server dry run)") == len(build_overlay(overlay))
 
 
-def test_the_kind_install_and_demo_app_pass_a_server_side_dry_run(
-    cluster: LocalCluster, operator_crds: None
-) -> None:
-    kind = DEPLOY / "kind"
-    install = _kubectl(cluster, "apply", "--dry-run=server", "-k", str(kind))
-    assert install.returncode == 0, install.stderr
+def test_the_kind_demo_app_passes_a_server_side_dry_run(cluster: LocalCluster) -> None:
     cluster.ensure_namespace("demo")  # a dry-run creates no Namespace for the objects after it
-    demo = _kubectl(cluster, "apply", "--dry-run=server", "-f", str(kind / "demo-app.yaml"))
+    demo = _kubectl(
+        cluster, "apply", "--dry-run=server", "-f", str(DEPLOY / "kind" / "demo-app.yaml")
+    )
     assert demo.returncode == 0, demo.stderr
     assert demo.stdout.count("(server dry run)") == 6
+
+
+def _install_copy(directory: Path, bundles: list[str]) -> Path:
+    """examples/install copied out of the repository, with this test's namespace and bundles."""
+    copy = directory / "install"
+    shutil.copytree(INSTALL, copy)
+    kustomization = yaml.safe_load((copy / "kustomization.yaml").read_text())
+    kustomization["namespace"] = NAMESPACE
+    kustomization["resources"] = [f"bundle/{bundle}.yaml" for bundle in bundles]
+    (copy / "kustomization.yaml").write_text(yaml.safe_dump(kustomization))
+    return copy
+
+
+@pytest.mark.parametrize("mode", OVERLAYS)
+def test_a_copy_of_the_install_example_passes_a_server_side_dry_run(
+    cluster: LocalCluster, operator_crds: None, tmp_path: Path, mode: str
+) -> None:
+    copy = _install_copy(tmp_path, [mode, "monitoring"])
+    cluster.ensure_namespace(NAMESPACE)
+    result = _kubectl(cluster, "apply", "--dry-run=server", "-k", str(copy))
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.count("(server dry run)") == len(objects_of(kustomize(copy)))
 
 
 @pytest.fixture(scope="module")
 def installed(
     cluster: LocalCluster, operator_crds: None, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Path]:
-    """The migrate overlay applied for real, its policy set for a quick test, and a kubeconfig
-    for its ServiceAccount. The webhook is pointed at the controller the test runs on loopback."""
-    applied = _kubectl(cluster, "apply", "-k", str(DEPLOY / "overlays" / "migrate"))
+    """A copy of the install example in migrate mode applied for real, its policy set for a
+    quick test, and a kubeconfig for its ServiceAccount. The webhook is pointed at the controller
+    the test runs on loopback."""
+    workdir = tmp_path_factory.mktemp("deploy")
+    copy = _install_copy(workdir, ["migrate"])
+    applied = _kubectl(cluster, "apply", "-k", str(copy))
     assert applied.returncode == 0, applied.stderr
     core = client.CoreV1Api(cluster.api_client())
     core.patch_namespaced_config_map(
         "topology-rebalancer-policy", NAMESPACE, {"data": {"policy.yaml": POLICY}}
     )
-    workdir = tmp_path_factory.mktemp("deploy")
     kubeconfig = cluster.service_account_kubeconfig(NAMESPACE, ACCOUNT, workdir / "sa.kubeconfig")
     try:
         yield kubeconfig
     finally:
-        deleted = _kubectl(
-            cluster, "delete", "--wait=false", "-k", str(DEPLOY / "overlays" / "migrate")
-        )
+        deleted = _kubectl(cluster, "delete", "--wait=false", "-k", str(copy))
         assert deleted.returncode == 0, deleted.stderr
 
 

@@ -24,6 +24,7 @@ from kubernetes import client
 from dashboards.build import dashboard_json
 from harness.cluster import LocalCluster
 from harness.live import live_scenario
+from harness.paths import RULES
 from harness.process import free_port, wait_until
 from harness.prometheus import PrometheusServer, ScrapeJob
 from harness.webhook import webhook_configuration
@@ -74,7 +75,7 @@ def _value(prometheus: PrometheusServer, promql: str) -> float:
 def observed(cluster: LocalCluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Observed]:
     """The controller through dry-run, a rejected policy and migrate, all scraped."""
     workdir = tmp_path_factory.mktemp("observability")
-    rule = yaml.safe_load((ROOT / "deploy" / "base" / "prometheusrule.yaml").read_text())
+    rule = yaml.safe_load(RULES.read_text())
     rules = workdir / "rules.yml"
     rules.write_text(yaml.safe_dump(rule["spec"]))
     metrics_port, webhook_port = free_port(), free_port()
