@@ -169,6 +169,64 @@ def pdb(
     }
 
 
+def service(
+    name: str,
+    selector: Mapping[str, str],
+    namespace: str = "default",
+    traffic_distribution: str | None = None,
+    mutate: Mutator = None,
+) -> Obj:
+    spec: Obj = {"selector": dict(selector), "internalTrafficPolicy": "Cluster"}
+    if traffic_distribution is not None:
+        spec["trafficDistribution"] = traffic_distribution
+    return _apply(
+        {
+            "apiVersion": "v1",
+            "kind": "Service",
+            "metadata": {"name": name, "namespace": namespace},
+            "spec": spec,
+        },
+        mutate,
+    )
+
+
+def endpoint_slice(
+    name: str,
+    service_name: str,
+    endpoints: Iterable[tuple[str, str, str | None]],
+    namespace: str = "default",
+    hinted: str | None = None,
+) -> Obj:
+    """Endpoints as (pod, node, zone), each ready, as the EndpointSlice controller writes them.
+    `hinted` (PreferSameZone or PreferSameNode): the hints it writes for that distribution."""
+    listed = []
+    for pod_name, node_name, zone in endpoints:
+        endpoint: Obj = {
+            "addresses": ["10.0.0.1"],
+            "conditions": {"ready": True, "serving": True, "terminating": False},
+            "nodeName": node_name,
+            "targetRef": {"kind": "Pod", "name": pod_name, "namespace": namespace},
+        }
+        if zone is not None:
+            endpoint["zone"] = zone
+            if hinted is not None:
+                endpoint["hints"] = {"forZones": [{"name": zone}]}
+        if hinted == "PreferSameNode":
+            endpoint.setdefault("hints", {})["forNodes"] = [{"name": node_name}]
+        listed.append(endpoint)
+    return {
+        "apiVersion": "discovery.k8s.io/v1",
+        "kind": "EndpointSlice",
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            "labels": {"kubernetes.io/service-name": service_name},
+        },
+        "addressType": "IPv4",
+        "endpoints": listed,
+    }
+
+
 def k8s_list(items: Iterable[Obj]) -> Obj:
     return {"apiVersion": "v1", "kind": "List", "items": list(items), "metadata": {}}
 

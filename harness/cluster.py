@@ -52,13 +52,15 @@ from rebalancer.simulator.scenario import (
 BUILD_SCRIPT = REPO / "tools" / "build-test-binaries.sh"
 KWOK_ANNOTATION = "kwok.x-k8s.io/node"
 # node-lifecycle-controller lifts the not-ready taint that admission puts on every new Node, once
-# kwok reports it Ready and renews its Lease, as it does for real kubelets.
+# kwok reports it Ready and renews its Lease, as it does for real kubelets. endpointslice-controller
+# writes the Services' endpoints and the hints their trafficDistribution asks for.
 CONTROLLERS = (
     "replicaset-controller",
     "deployment-controller",
     "statefulset-controller",
     "job-controller",
     "disruption-controller",
+    "endpointslice-controller",
     "garbage-collector-controller",
     "namespace-controller",
     "node-lifecycle-controller",

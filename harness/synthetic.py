@@ -50,7 +50,7 @@ class SyntheticWorkload:
 @dataclass(frozen=True)
 class SyntheticCluster:
     cluster: dict[str, Any]
-    """The List of nodes, pods, ReplicaSets, Deployments and PDBs."""
+    """The List of nodes, pods, ReplicaSets, Deployments, PDBs, Services and EndpointSlices."""
     workloads: tuple[SyntheticWorkload, ...]
     pod_rates: dict[tuple[tuple[str, str], tuple[str, str]], float]
     """(namespace, pod) pair -> rate, each pair once."""
@@ -110,6 +110,7 @@ def generate(size: Size, seed: int = 0) -> SyntheticCluster:
             made.append(b.pdb(name, {"app": name}, 1, namespace=namespace))
         objects.extend(made)
         pods = tuple(o["metadata"]["name"] for o in made if o["kind"] == "Pod")
+        objects += _service(namespace, name, list(zip(pods, on, strict=True)))
         workloads.append(SyntheticWorkload(namespace, name, pods))
         placed += replicas
     return SyntheticCluster(b.k8s_list(objects), tuple(workloads), _pod_rates(rng, workloads, size))
@@ -125,6 +126,23 @@ def _node(index: int, count: int) -> dict[str, Any]:
         cpu="32",
         memory="128Gi",
     )
+
+
+def _service(namespace: str, name: str, pods: list[tuple[str, str]]) -> list[dict[str, Any]]:
+    """A Service for the workload and its EndpointSlices, 100 endpoints each as the controller
+    cuts them; no random draws, so the rest of the cluster is as it was without them."""
+    endpoints = [
+        (pod, node, f"zone-{int(node.removeprefix('node-')) % ZONES}") for pod, node in pods
+    ]
+    return [
+        b.service(name, {"app": name}, namespace=namespace),
+        *(
+            b.endpoint_slice(
+                f"{name}-{start // 100}", name, endpoints[start : start + 100], namespace
+            )
+            for start in range(0, len(endpoints), 100)
+        ),
+    ]
 
 
 def _replicas(rng: random.Random) -> int:

@@ -411,3 +411,74 @@ def test_stray_pod_warnings_name_the_first_five_and_count_the_rest() -> None:
     lines = stray_warnings(strays)
     assert len(lines) == 6
     assert lines[-1] == "warning: and 7 more pods on nodes the snapshot lacks"
+
+
+def test_services_read_their_routing_and_every_endpoint_once() -> None:
+    """Endpoints from every slice of the Service (a dual-stack one lists each pod twice), with
+    conditions read as the API documents unset ones."""
+    ipv6 = b.endpoint_slice("api-v6", "api", [("api-0", "n1", "a")], hinted="PreferSameZone")
+    ipv6["addressType"] = "IPv6"
+    unset = b.endpoint_slice("api-x", "api", [("api-1", "n2", None)])
+    del unset["endpoints"][0]["conditions"]
+    snapshot = snapshot_of(
+        [
+            b.node("n1", "a"),
+            b.node("n2", "b"),
+            b.service("api", {"app": "api"}, traffic_distribution="PreferSameZone"),
+            b.endpoint_slice("api-v4", "api", [("api-0", "n1", "a")], hinted="PreferSameZone"),
+            ipv6,
+            unset,
+            b.endpoint_slice("gone-1", "gone", [("x", "n1", "a")]),  # its Service is not listed
+        ]
+    )
+    [service] = snapshot.services.values()
+    assert (service.key, service.traffic_distribution, service.internal_traffic_policy) == (
+        "default/api",
+        "PreferSameZone",
+        "Cluster",
+    )
+    assert service.selector == {"app": "api"}
+    first, second = service.endpoints
+    assert (first.pod, first.node, first.zone, first.zone_hints) == (
+        "default/api-0",
+        "n1",
+        "a",
+        ("a",),
+    )
+    assert (second.pod, second.zone, second.ready, second.serving, second.terminating) == (
+        "default/api-1",
+        None,
+        True,
+        True,
+        False,
+    )
+
+
+def test_an_older_snapshot_without_services_reads_as_none() -> None:
+    assert snapshot_of([b.node("n1", "a")]).services == {}
+
+
+@pytest.mark.parametrize(
+    ("mutate", "message"),
+    [
+        (
+            lambda s: s["spec"].update(selector={"app": 3}),
+            "items[0] (Service api): spec.selector: expected a map of label values",
+        ),
+        (
+            lambda s: s["spec"].update(trafficDistribution=["PreferSameZone"]),
+            "spec.trafficDistribution",
+        ),
+    ],
+)
+def test_a_bad_service_is_named(mutate: Callable[[b.Obj], None], message: str) -> None:
+    with pytest.raises(InputError) as raised:
+        snapshot_of([b.service("api", {"app": "api"}, mutate=mutate)])
+    assert message in str(raised.value) and "\n" not in str(raised.value)
+
+
+def test_a_bad_endpoint_condition_is_named() -> None:
+    broken = b.endpoint_slice("api-1", "api", [("api-0", "n1", "a")])
+    broken["endpoints"][0]["conditions"]["ready"] = "yes"
+    with pytest.raises(InputError, match=r"endpoints\[0\]\.conditions\.ready"):
+        snapshot_of([b.service("api", {"app": "api"}), broken])

@@ -189,12 +189,56 @@ class Workload:
     annotations: Mapping[str, str]
 
 
+class Endpoint(msgspec.Struct, frozen=True, gc=False):
+    """One address behind a Service, as its EndpointSlice lists it: where kube-proxy may send a
+    connection. A Struct: a large cluster has an endpoint for most of its pods."""
+
+    pod: str | None
+    """namespace/name of the pod it reaches (its targetRef); None for an address set by hand."""
+    node: str | None
+    zone: str | None
+    ready: bool
+    """An unset condition counts as ready, as kube-proxy reads it."""
+    serving: bool
+    terminating: bool
+    zone_hints: tuple[str, ...] = ()
+    """hints.forZones: the zones whose clients kube-proxy sends here when every ready endpoint
+    has such a hint."""
+    node_hints: tuple[str, ...] = ()
+    """hints.forNodes, written for trafficDistribution PreferSameNode."""
+
+
+@dataclass(frozen=True)
+class Service:
+    namespace: str
+    name: str
+    selector: Mapping[str, str] | None
+    """None for a Service without one, whose endpoints someone else writes."""
+    traffic_distribution: str | None
+    """spec.trafficDistribution as set: PreferSameZone, PreferClose (its older name),
+    PreferSameNode, or None for cluster-wide."""
+    internal_traffic_policy: str
+    """Cluster, or Local: node-local endpoints only."""
+    annotations: Mapping[str, str]
+    headless: bool = False
+    """clusterIP None: clients connect to pod addresses themselves, so no routing applies."""
+    endpoints: tuple[Endpoint, ...] = ()
+    """From every EndpointSlice of the Service, each pod once (a dual-stack Service lists it in
+    a slice per address family)."""
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+
 @dataclass
 class Snapshot:
     nodes: dict[str, Node] = field(default_factory=dict)
     pods: dict[str, Pod] = field(default_factory=dict)
     pdbs: list[Pdb] = field(default_factory=list)
     workloads: dict[WorkloadRef, Workload] = field(default_factory=dict)
+    services: dict[str, Service] = field(default_factory=dict)
+    """By namespace/name; empty where the source listed none (an older snapshot file)."""
 
     def indexes(self) -> SnapshotIndexes:
         """Built afresh on every call: the simulator changes its snapshot between cycles."""

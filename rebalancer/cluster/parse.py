@@ -1,26 +1,28 @@
 """A Kubernetes `List` (bytes or decoded items) to a Snapshot, purely.
 
 The input is exactly what `kubectl get nodes,pods,poddisruptionbudgets,replicasets,deployments,
-statefulsets -A -o json` prints, and also what the API client returns, so a user's saved cluster
-state and the live controller go through the same parser. Every bad value is an InputError that
-names the item and the field.
+statefulsets,services,endpointslices -A -o json` prints, and also what the API client returns, so
+a user's saved cluster state and the live controller go through the same parser. Every bad value
+is an InputError that names the item and the field.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import msgspec
 
 from rebalancer.cluster.doubts import item_error, misread, refuse_duplicates
 from rebalancer.cluster.model import (
+    Endpoint,
     Node,
     Pdb,
     Pod,
     PodAffinityTerm,
     Resources,
+    Service,
     Snapshot,
     SpreadConstraint,
     Taint,
@@ -34,6 +36,8 @@ from rebalancer.cluster.wire import (
     NO_SPEC,
     NO_STATUS,
     WireContainer,
+    WireEndpoint,
+    WireEndpointConditions,
     WireList,
     WireMetadata,
     WireObject,
@@ -263,6 +267,67 @@ def _parse_pdb(item: WireObject) -> Pdb:
     )
 
 
+SERVICE_NAME_LABEL = "kubernetes.io/service-name"
+"""On an EndpointSlice: the Service it lists endpoints for."""
+_NO_CONDITIONS = WireEndpointConditions()
+
+
+def _parse_service(reader: _Reader, item: WireObject) -> Service:
+    metadata, spec, _status = _parts(item)
+    selector = spec.selector
+    if selector is not None and not all(isinstance(v, str) for v in selector.values()):
+        raise InputError(f"{reader.origin}: spec.selector: expected a map of label values")
+    return Service(
+        namespace=metadata.namespace or "default",
+        name=metadata.name,
+        selector=selector or None,
+        traffic_distribution=spec.trafficDistribution,
+        internal_traffic_policy=spec.internalTrafficPolicy or "Cluster",
+        annotations=metadata.annotations or {},
+        headless=spec.clusterIP == "None",
+    )
+
+
+def _endpoint(namespace: str, wire: WireEndpoint) -> Endpoint:
+    """Unset conditions read as the API documents them: ready true, serving as ready,
+    terminating false."""
+    conditions = wire.conditions or _NO_CONDITIONS
+    ready = conditions.ready is not False
+    ref, hints = wire.targetRef, wire.hints
+    return Endpoint(
+        pod=f"{ref.namespace or namespace}/{ref.name}"
+        if ref is not None and ref.kind == "Pod" and ref.name
+        else None,
+        node=wire.nodeName,
+        zone=wire.zone,
+        ready=ready,
+        serving=ready if conditions.serving is None else conditions.serving,
+        terminating=bool(conditions.terminating),
+        zone_hints=tuple(hint.name for hint in hints.forZones or ()) if hints else (),
+        node_hints=tuple(hint.name for hint in hints.forNodes or ()) if hints else (),
+    )
+
+
+def _with_endpoints(services: dict[str, Service], slices: Mapping[str, list[WireObject]]) -> None:
+    """Each Service's endpoints from all its slices; slices of a Service not listed are left
+    out, as kube-proxy has nothing to route them for."""
+    for key, listed in slices.items():
+        service = services.get(key)
+        if service is None:
+            continue
+        endpoints: list[Endpoint] = []
+        seen: set[str] = set()
+        for item in listed:
+            for wire in item.endpoints or ():
+                endpoint = _endpoint(service.namespace, wire)
+                if endpoint.pod is not None:
+                    if endpoint.pod in seen:
+                        continue
+                    seen.add(endpoint.pod)
+                endpoints.append(endpoint)
+        services[key] = replace(service, endpoints=tuple(endpoints))
+
+
 def _parts(item: WireObject) -> tuple[WireMetadata, WireSpec, WireStatus]:
     return item.metadata or NO_METADATA, item.spec or NO_SPEC, item.status or NO_STATUS
 
@@ -335,6 +400,7 @@ def parse_items(
     snapshot = Snapshot()
     replicaset_owners: dict[tuple[str, str], tuple[str, str] | None] = {}
     pods: list[tuple[int, WireObject]] = []
+    slices: dict[str, list[WireObject]] = {}
     node_names: list[str] = []
     for index, (raw, kind) in enumerate(items):
         item = raw if type(raw) is WireObject else _converted(raw, f"{origin}: items[{index}]")
@@ -358,6 +424,14 @@ def parse_items(
             snapshot.workloads[ref] = Workload(
                 ref, 1 if replicas is None else replicas, metadata.annotations or {}
             )
+        elif kind == "Service":
+            service = _parse_service(reader, item)
+            snapshot.services[service.key] = service
+        elif kind == "EndpointSlice":
+            owner = (metadata.labels or {}).get(SERVICE_NAME_LABEL)
+            if owner:
+                slices.setdefault(f"{metadata.namespace or 'default'}/{owner}", []).append(item)
+    _with_endpoints(snapshot.services, slices)
     earlier = pods_read.by_object if pods_read is not None else {}
     read_now = _read_pods(pods, replicaset_owners, origin, earlier)
     for _item, _owner, pod in read_now.values():

@@ -99,9 +99,13 @@ class WireSpec(msgspec.Struct):
     # Node
     taints: list[WireTaint] | None = None
     unschedulable: bool | None = None
-    # PodDisruptionBudget, and the workloads
+    # PodDisruptionBudget and the workloads (a label selector); Service (a plain label map)
     selector: dict[str, Any] | None = None
     replicas: Annotated[int, msgspec.Meta(ge=0)] | None = None
+    # Service
+    trafficDistribution: str | None = None  # noqa: N815
+    clusterIP: str | None = None  # noqa: N815
+    internalTrafficPolicy: str | None = None  # noqa: N815
 
 
 class WireCondition(msgspec.Struct):
@@ -117,11 +121,42 @@ class WireStatus(msgspec.Struct):
     observedGeneration: int | None = None  # noqa: N815
 
 
+class WireHint(msgspec.Struct):
+    name: str = ""
+
+
+class WireHints(msgspec.Struct):
+    forZones: list[WireHint] | None = None  # noqa: N815
+    forNodes: list[WireHint] | None = None  # noqa: N815
+
+
+class WireEndpointConditions(msgspec.Struct):
+    ready: bool | None = None
+    serving: bool | None = None
+    terminating: bool | None = None
+
+
+class WireTargetRef(msgspec.Struct):
+    kind: str = ""
+    namespace: str | None = None
+    name: str = ""
+
+
+class WireEndpoint(msgspec.Struct):
+    conditions: WireEndpointConditions | None = None
+    nodeName: str | None = None  # noqa: N815
+    zone: str | None = None
+    targetRef: WireTargetRef | None = None  # noqa: N815
+    hints: WireHints | None = None
+
+
 class WireObject(msgspec.Struct):
     kind: str | None = None
     metadata: WireMetadata | None = None
     spec: WireSpec | None = None
     status: WireStatus | None = None
+    endpoints: list[WireEndpoint] | None = None
+    """An EndpointSlice's, at the top level of the object."""
 
 
 class WireList(msgspec.Struct):
