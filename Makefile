@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 # harness/ and bench/ are not packaged: they import from the checkout.
 export PYTHONPATH := $(CURDIR)
 
-.PHONY: test lint demo plan-example bench bench-modes bench-quality bench-scale bench-webhook soak prometheus binaries cluster-up cluster-down clean
+.PHONY: test lint demo plan-example bench bench-modes bench-quality bench-routing bench-scale bench-webhook soak prometheus binaries cluster-up cluster-down clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -52,6 +52,11 @@ bench: $(STAMP) binaries
 # Plan quality against the optimum (HiGHS) on the scenario suite; writes bench/results/quality.*
 bench-quality: $(STAMP)
 	$(BIN)/python bench/quality.py
+
+# Routing against moving on the scenario suite: moves only, routing only, both, and the routing
+# prediction against the simulator; writes bench/results/routing.{md,json}.
+bench-routing: $(STAMP)
+	$(BIN)/python bench/routing.py
 
 # One cycle at 1k, 5k and 10k nodes, stage by stage, against the fastest parsing floor;
 # writes bench/results/scale.{md,json,png}.

@@ -8,12 +8,11 @@ bench/results/quality.md and quality.json."""
 
 from __future__ import annotations
 
-import argparse
-import json
 import time
 from pathlib import Path
 from typing import Any
 
+from bench import suite
 from harness.invariants import undoing_moves
 from rebalancer.config.policy import parse_policy
 from rebalancer.planning.state import remembered
@@ -21,8 +20,6 @@ from rebalancer.simulator.results import SimulationResult, result_json
 from rebalancer.simulator.run import DEFAULT_POLICY, naive_baseline, simulate
 from rebalancer.simulator.scenario import Scenario, load_scenario
 
-ROOT = Path(__file__).resolve().parents[1]
-SCENARIOS = ROOT / "examples" / "scenarios"
 UNPACED = """
 persistence: {cycles: 1}
 cooldown: {per_workload_seconds: 0}
@@ -151,23 +148,8 @@ def table(results: list[dict[str, Any]]) -> str:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--cycles", type=int, default=max(CHECKPOINTS))
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--results", type=Path, default=ROOT / "bench" / "results")
-    parser.add_argument("scenarios", nargs="*", help="scenario names (default: all)")
-    args = parser.parse_args()
-    paths = sorted(SCENARIOS.glob("*.yaml"))
-    if args.scenarios:
-        paths = [p for p in paths if p.stem in args.scenarios]
-    results = []
-    for path in paths:
-        print(f"{path.stem} ...", flush=True)
-        results.append(measure_scenario(path, args.cycles, args.seed))
-        print(f"  {results[-1]['seconds']} s", flush=True)
-    text = table(results)
-    print(text)
-    args.results.mkdir(parents=True, exist_ok=True)
+    args = suite.arguments(__doc__.splitlines()[0], max(CHECKPOINTS))
+    results = suite.measure_each(args, measure_scenario)
     heading = (
         f"# Plan quality against the fair optimum, {args.cycles} cycles, seed {args.seed}\n\n"
         "Written by `make bench-quality`. Weighted cost is traffic x the weight of the widest "
@@ -179,9 +161,7 @@ def main() -> None:
         "above its lowest value so far; flaps are moves that undo an earlier move of the same "
         "workload.\n\n"
     )
-    (args.results / "quality.md").write_text(heading + text + "\n")
-    (args.results / "quality.json").write_text(json.dumps(results, indent=2) + "\n")
-    print(f"wrote {args.results / 'quality.md'} and quality.json")
+    suite.write(args, "quality", heading, table(results), results)
 
 
 if __name__ == "__main__":

@@ -39,9 +39,9 @@ from harness.synthetic import Size, generate
 from rebalancer.clients.inputs import RecordedAnswer, TrafficInput
 from rebalancer.cluster.parse import decode_snapshot
 from rebalancer.config.policy import Policy, parse_policy
-from rebalancer.config.resolved import PlanningRules
+from rebalancer.config.resolved import PlanningRules, price_of
 from rebalancer.config.sections import Limits
-from rebalancer.planning.cycle import build_view, collector_paused
+from rebalancer.planning.cycle import build_view, collector_paused, routing_advice
 from rebalancer.planning.planner import plan
 from rebalancer.planning.state import PlannerState
 from rebalancer.planning.types import Plan
@@ -106,6 +106,8 @@ def measure_cycle(cluster_path: Path, answer_path: Path, granularity: str) -> di
         return state, plan(view, candidates, rules, state, now=0.0, persistence_required=1)
 
     state, result = stages.run("plan", observe_and_plan)
+    price = price_of(policy, view.topology)
+    stages.run("routing advice", lambda: routing_advice(policy, snapshot, traffic, price))
     cycle_seconds, cycle_peak = sum(f["seconds"] for f in stages.figures), peak_rss_mib()
     lifted = policy.model_copy(update={"limits": Limits(**dict.fromkeys(Limits.model_fields))})
     started = time.perf_counter()

@@ -74,7 +74,7 @@ def test_workloads_become_api_objects_with_pdb_and_spread() -> None:
         ),
         (
             BASE + "traffic: [{source: a, destination: b, rate: 1, routing: random}]",
-            "s: traffic.0.routing: Input should be 'pinned', 'ring', 'even' or 'zone-preferring'",
+            "s: traffic.0.routing: Input should be 'pinned', 'ring' or 'even'",
         ),
         (
             BASE + "traffic: [{source: a, destination: a, rate: 1, routing: pinned}]",
@@ -132,14 +132,6 @@ def _pods(workload: str, zones: list[str]) -> list[PlacedPod]:
             | {("default/a-1", f"default/b-{j}"): 2.5 for j in range(2)},
         ),
         ("pinned", {("default/a-0", "default/b-0"): 5.0, ("default/a-1", "default/b-1"): 5.0}),
-        (
-            "zone-preferring",
-            {
-                ("default/a-0", "default/b-1"): 5.0,
-                ("default/a-1", "default/b-0"): 2.5,
-                ("default/a-1", "default/b-1"): 2.5,
-            },
-        ),
     ],
 )
 def test_routing_models(routing: str, expected: dict[tuple[str, str], float]) -> None:
@@ -148,6 +140,24 @@ def test_routing_models(routing: str, expected: dict[tuple[str, str], float]) ->
     )
     pods = _pods("a", ["zone-a", "zone-c"]) + _pods("b", ["zone-b", "zone-a"])
     assert pair_rates(scenario, pods) == expected
+
+
+def test_a_service_preferring_its_zone_keeps_calls_there_where_it_has_an_endpoint() -> None:
+    """a-0 (zone a) reaches b-1, in its zone; a-1 (zone c, no endpoint) falls back to both, as
+    kube-proxy does; a routing change made during the run overrides the scenario's."""
+    text = BASE + "traffic: [{source: a, destination: b, rate: 10}]"
+    routed = text.replace(
+        "{name: b, replicas: 2}", "{name: b, replicas: 2, traffic_distribution: PreferClose}"
+    )
+    pods = _pods("a", ["zone-a", "zone-c"]) + _pods("b", ["zone-b", "zone-a"])
+    expected = {
+        ("default/a-0", "default/b-1"): 5.0,
+        ("default/a-1", "default/b-0"): 2.5,
+        ("default/a-1", "default/b-1"): 2.5,
+    }
+    assert pair_rates(parse_scenario(routed, "s"), pods) == expected
+    changed = {"default/b": "PreferSameZone"}
+    assert pair_rates(parse_scenario(text, "s"), pods, changed) == expected
 
 
 def test_a_workload_talking_to_itself_skips_self_pairs() -> None:

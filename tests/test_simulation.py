@@ -410,3 +410,23 @@ def test_a_job_s_max_unavailable_budget_allows_no_disruption_as_the_controller_c
         cluster = SimulatedCluster(scenario, Scheduler(0))
         cluster.refresh_budgets()
         assert [pdb.disruptions_allowed for pdb in cluster.snapshot.pdbs] == [allowed]
+
+
+def test_routing_alone_fixes_spread_services_and_moves_fix_what_it_cannot() -> None:
+    """Where every zone has clients and endpoints, the recommended PreferSameZone takes all the
+    cross-zone traffic away at no move; where a zone has none, it is moves that help, and both
+    together do more than either."""
+    policy = parse_policy(DEFAULT_POLICY, "built-in")
+    spread = load_scenario(SCENARIOS / "routing-spread-services.yaml")
+    routed = simulate(spread, policy, cycles=3, mode="migrate", seed=0, moves=False, routing=True)
+    assert routed.cycles[0].crossing["zone"] > 0
+    assert routed.cycles[-1].crossing["zone"] == 0.0
+    assert routed.summary()["moves"] == 0 and routed.summary()["routing_changes"] == 3
+    mixed = load_scenario(SCENARIOS / "routing-and-moves.yaml")
+    alone = simulate(mixed, policy, cycles=10, mode="migrate", seed=0, moves=False, routing=True)
+    both = simulate(mixed, policy, cycles=10, mode="migrate", seed=0, routing=True)
+    kept = simulate(mixed, policy, cycles=10, mode="migrate", seed=0)
+    assert kept.summary()["routing_changes"] == 0
+    assert both.cycles[-1].crossing["zone"] < alone.cycles[-1].crossing["zone"]
+    assert both.cycles[-1].crossing["zone"] < kept.cycles[-1].crossing["zone"]
+    assert sum(both.summary()["violations"].values()) == 0

@@ -121,7 +121,14 @@ def simulate_command(args: argparse.Namespace) -> int:
     scenario = load_scenario(args.scenario)
     policy = load_policy(args.policy) if args.policy else parse_policy(DEFAULT_POLICY, "built-in")
     result = simulate(
-        scenario, policy, cycles=args.cycles, mode=args.mode, seed=args.seed, optimum=args.optimum
+        scenario,
+        policy,
+        cycles=args.cycles,
+        mode=args.mode,
+        seed=args.seed,
+        optimum=args.optimum,
+        moves=args.moves,
+        routing=args.routing == "apply",
     )
     if args.output == "json":
         print(json.dumps(result_json(result), indent=2))

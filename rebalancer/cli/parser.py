@@ -183,6 +183,19 @@ def _add_simulate(commands: Any) -> None:
     simulate.add_argument(
         "--optimum", action="store_true", help="also solve for the best placement (HiGHS MIP)"
     )
+    simulate.add_argument(
+        "--routing",
+        choices=("keep", "apply"),
+        default="keep",
+        help="apply: make the trafficDistribution changes the plan recommends, as if each "
+        "Service were patched; keep (default): leave every Service as the scenario sets it",
+    )
+    simulate.add_argument(
+        "--no-moves",
+        dest="moves",
+        action="store_false",
+        help="make no move (with --routing apply: what routing alone achieves)",
+    )
 
 
 def _add_policy(commands: Any) -> None:

@@ -23,6 +23,7 @@ from rebalancer.config.sections import (
     Migrate,
     Persistence,
     Protections,
+    Routing,
     Scope,
     StrategyConfig,
     Thresholds,
@@ -72,6 +73,8 @@ class Policy(Strict):
     """How migrate mode steers replacements."""
     price: CrossZonePrice = CrossZonePrice()
     """The price of cross-zone traffic, for the cost figures."""
+    routing: Routing = Routing()
+    """Service routing that would keep traffic in its zone without a move."""
 
     @model_validator(mode="before")
     @classmethod

@@ -301,6 +301,23 @@ class Migrate(Strict):
     """Weight of the preferred node affinity term."""
 
 
+class Routing(Strict):
+    """Service routing weighed against moves: `spec.trafficDistribution: PreferSameZone` keeps a
+    Service's calls in their zone without moving a pod, wherever a client's zone has a ready
+    endpoint."""
+
+    advise: bool = True
+    """Say per Service what PreferSameZone would keep in its zone (the plan's routing section)."""
+    plan_around: bool = True
+    """Plan moves on the traffic as the recommended routing would send it, so no move is spent
+    on what a routing change removes. A Service annotated `topology-rebalancer.io/routing: keep`
+    may not have its routing changed: its traffic is planned for as it is routed today."""
+    max_endpoint_load: Annotated[float, Field(ge=1)] = 2.0
+    """Advise it only where no ready endpoint would get more than this many times an even share
+    of the Service's calls: unlike Topology Aware Routing, the field has no safeguard for a zone
+    with many clients and few endpoints."""
+
+
 class CrossZonePrice(Strict):
     per_gb_cross_zone: Annotated[float, Field(ge=0)] = 0.02
     """Billed per GB that crosses a zone, both sides counted (AWS: $0.01 each way)."""

@@ -161,7 +161,9 @@ class Controller:
                 result = "error"
             return CycleReport(result, f"{outcome.failure.reason}: {outcome.failure.detail}")
         assert outcome.plan is not None
-        self.metrics.observe_plan(outcome.plan, policy.price.currency)
+        self.metrics.observe_plan(
+            outcome.plan, outcome.now or outcome.plan.before, policy.price.currency
+        )
         steering = None
         if policy.mode == "migrate" and self.hints is not None:
             steering = Steering(self.hints, policy.migrate, self.clock)

@@ -104,10 +104,12 @@ class ControllerMetrics:
         for reason in get_args(FailureReason):
             self.traffic_failures.labels(reason)
 
-    def observe_plan(self, plan: Plan, currency: str) -> None:
-        self._observe_figures(plan.before, "current", currency)
+    def observe_plan(self, plan: Plan, now: Figures, currency: str) -> None:
+        """`now`: the traffic as routed today, which `plan.before` is not when the plan assumed
+        the routing it recommends."""
+        self._observe_figures(now, "current", currency)
         self._observe_figures(plan.after, "predicted", currency)
-        self.total_traffic.set(plan.before.total)
+        self.total_traffic.set(now.total)
         self.candidates.set(plan.candidates)
         self.moves_planned.set(len(plan.moves))
         for skip in plan.skipped:

@@ -22,6 +22,13 @@ class Price:
     """Bytes per unit of rate; None when the unit cannot be converted, so no cost is claimed."""
     zone_level: int
 
+    def monthly(self, cross_zone_rate: float) -> float | None:
+        """What a month of this cross-zone rate bills; None when the unit is not bytes."""
+        if self.bytes_per_unit is None:
+            return None
+        gigabytes = cross_zone_rate * self.bytes_per_unit * SECONDS_PER_MONTH / 1e9
+        return gigabytes * self.per_gb_cross_zone
+
 
 class WorkloadPairFigure(msgspec.Struct, frozen=True, gc=False):
     """A Struct, made in C: a plan's figures hold one per pair of workloads that talk, twice."""
@@ -83,11 +90,7 @@ class Tally:
             level.name: max(0.0, sum(self.split_at[: index + 1]))
             for index, level in enumerate(levels)
         }
-        cross_zone = crossing[levels[price.zone_level].name]
-        monthly = None
-        if price.bytes_per_unit is not None:
-            gigabytes = cross_zone * price.bytes_per_unit * SECONDS_PER_MONTH / 1e9
-            monthly = gigabytes * price.per_gb_cross_zone
+        monthly = price.monthly(crossing[levels[price.zone_level].name])
         breakdown = tuple(
             WorkloadPairFigure(pair, rate, cost)
             for pair, (rate, cost) in sorted(self.pairs.items(), key=lambda item: -item[1][1])

@@ -22,8 +22,10 @@ from rebalancer.cluster.topology import Topology
 from rebalancer.config.policy import Policy
 from rebalancer.config.resolved import PlanningRules
 from rebalancer.cost.edge_arrays import EdgeArrays
+from rebalancer.cost.figures import Figures, Price
 from rebalancer.cost.model import CostModel
 from rebalancer.cost.pod_pairs import PodCostModel
+from rebalancer.cost.routing import RoutingAdvice, advise, changes, rerouted
 from rebalancer.cost.workload_pairs import WorkloadCostModel
 from rebalancer.planning.landing import Hint, Judged, Landing, expected_landing, judge
 from rebalancer.planning.planner import plan
@@ -31,7 +33,7 @@ from rebalancer.planning.state import PlannerState
 from rebalancer.planning.types import Move, Plan
 from rebalancer.strategies.framework import Candidate, ClusterView
 from rebalancer.strategies.registry import STRATEGIES
-from rebalancer.traffic.model import Traffic, TrafficFailure, WorkloadTraffic
+from rebalancer.traffic.model import PodTraffic, Traffic, TrafficFailure, WorkloadTraffic
 
 CycleResult = Literal["ok", "skipped-no-data", "skipped-stale", "error"]
 """How a controller cycle ended: only `ok` may act; the others moved nothing, and say why."""
@@ -48,6 +50,18 @@ class CycleOutcome:
     traffic: Traffic | None = None
     stray_pods: Mapping[str, str] = field(default_factory=dict)
     """Pods on nodes the snapshot lacks (pod key -> node): never moved, said in warnings."""
+    routing: tuple[RoutingAdvice, ...] = ()
+    """Per Service with calls, what PreferSameZone would keep in its zone (pod traffic only)."""
+    today: Figures | None = None
+    """The traffic as routed now, when the plan was made on the traffic as the recommended
+    routing would send it: the plan's `before` is then after those routing changes."""
+
+    @property
+    def now(self) -> Figures | None:
+        """The figures of the traffic as it is routed and placed now."""
+        if self.today is not None:
+            return self.today
+        return None if self.plan is None else self.plan.before
 
 
 @contextmanager
@@ -73,8 +87,10 @@ def topology_of(policy: Policy, snapshot: Snapshot) -> Topology:
     )
 
 
-def build_view(policy: Policy, snapshot: Snapshot, traffic: Traffic) -> ClusterView:
-    topology = topology_of(policy, snapshot)
+def build_view(
+    policy: Policy, snapshot: Snapshot, traffic: Traffic, topology: Topology | None = None
+) -> ClusterView:
+    topology = topology or topology_of(policy, snapshot)
     node_locations = topology.node_locations
     locations = {
         key: node_locations[pod.node_name]
@@ -116,15 +132,41 @@ def plan_cycle(
             failure=traffic,
             stray_pods=stray_pods(snapshot),
         )
-    view = build_view(policy, snapshot, traffic)
+    topology = topology_of(policy, snapshot)
+    rules = PlanningRules.of(policy, topology)
+    routing = routing_advice(policy, snapshot, traffic, rules.price)
+    planned: Traffic = traffic
+    assumed = changes(routing, snapshot) if policy.routing.plan_around else {}
+    if assumed and isinstance(traffic, PodTraffic):  # advice comes from pod traffic only
+        planned = rerouted(traffic, snapshot, assumed)
+    view = build_view(policy, snapshot, planned, topology)
     candidates = propose(policy, view)
     observed = state.observe(candidates)
     required = policy.persistence.cycles if persistence_required is None else persistence_required
-    rules = PlanningRules.of(policy, view.topology)
     result = plan(view, candidates, rules, observed, now=now, persistence_required=required)
+    today = None
+    if assumed:
+        actual = build_view(policy, snapshot, traffic, topology).cost
+        today = actual.tally(snapshot).figures(topology, rules.price)
     return CycleOutcome(
-        view.topology, observed, plan=result, traffic=traffic, stray_pods=stray_pods(snapshot)
+        topology,
+        observed,
+        plan=result,
+        traffic=traffic,
+        stray_pods=stray_pods(snapshot),
+        routing=routing,
+        today=today,
     )
+
+
+def routing_advice(
+    policy: Policy, snapshot: Snapshot, traffic: Traffic, price: Price
+) -> tuple[RoutingAdvice, ...]:
+    """Per Service, what PreferSameZone would keep in its zone; from pod-level traffic only, for
+    now: a workload-level answer does not say which pod calls."""
+    if not (policy.routing.advise and isinstance(traffic, PodTraffic) and snapshot.services):
+        return ()
+    return tuple(advise(snapshot, traffic, policy.routing.max_endpoint_load, price))
 
 
 def judge_landings(

@@ -5,11 +5,12 @@ Pure functions of a cycle's outcome, so the JSON keys are fixed in one place and
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from rebalancer.cluster.topology import Topology
 from rebalancer.cost.figures import Figures
+from rebalancer.cost.routing import RoutingAdvice
 from rebalancer.planning.cycle import CycleOutcome
 
 
@@ -84,9 +85,25 @@ def outcome_json(outcome: CycleOutcome, unit: str, currency: str) -> dict[str, A
             for skip in plan.skipped
         ],
         candidates=plan.candidates,
-        figures=figures_json(plan.before),
+        figures=figures_json(outcome.today or plan.before),
+        routed=None if outcome.today is None else figures_json(plan.before),
         predicted=figures_json(plan.after),
         traffic={"series": outcome.traffic.series, "unmatched": dict(outcome.traffic.unmatched)},
+        routing=[
+            {
+                "service": advice.service,
+                "today": advice.today,
+                "recommended": advice.recommended,
+                "calls": advice.calls,
+                "crossing_today": advice.crossing_today,
+                "crossing_recommended": advice.crossing_recommended,
+                "kept_local": advice.kept_local,
+                "monthly_saved": advice.monthly_saved,
+                "zones_without_endpoint": list(advice.zones_without_endpoint),
+                "note": advice.note,
+            }
+            for advice in outcome.routing
+        ],
     )
     return document
 
@@ -134,24 +151,27 @@ def outcome_table(outcome: CycleOutcome, unit: str, currency: str) -> str:
         return "\n".join(lines)
     assert outcome.plan is not None
     plan = outcome.plan
-    before, after = plan.before, plan.after
-    lines.append(
-        f"traffic: {before.total:.6g} {unit} over {len(before.by_workload_pair)} workload pairs"
+    columns = (
+        [outcome.today, plan.before, plan.after] if outcome.today else [plan.before, plan.after]
     )
-    rows = [["weighted cost", f"{before.weighted_cost:.6g}", f"{after.weighted_cost:.6g}"]]
+    now = columns[0]
+    lines.append(f"traffic: {now.total:.6g} {unit} over {len(now.by_workload_pair)} workload pairs")
+    rows = [["weighted cost", *(f"{c.weighted_cost:.6g}" for c in columns)]]
     rows += [
-        [f"crossing {name}", f"{before.crossing[name]:.6g}", f"{after.crossing[name]:.6g}"]
+        [f"crossing {name}", *(f"{c.crossing[name]:.6g}" for c in columns)]
         for name in (level.name for level in outcome.topology.in_force())
     ]
-    if before.monthly_cross_zone_cost is not None and after.monthly_cross_zone_cost is not None:
+    monthly = [c.monthly_cross_zone_cost for c in columns]
+    if all(cost is not None for cost in monthly):
         rows.append(
-            [
-                f"cross-zone cost/month ({currency})",
-                f"{before.monthly_cross_zone_cost:.2f}",
-                f"{after.monthly_cross_zone_cost:.2f}",
-            ]
+            [f"cross-zone cost/month ({currency})", *(f"{m:.2f}" for m in monthly if m is not None)]
         )
-    lines += ["", *_table(["figure", "now", "after plan"], rows), ""]
+    header = (
+        ["figure", "now", "after routing", "after plan"]
+        if outcome.today
+        else ["figure", "now", "after plan"]
+    )
+    lines += ["", *_table(header, rows), ""]
     if plan.moves:
         lines.append(f"moves ({len(plan.moves)} of {plan.candidates} candidates):")
         lines += _table(
@@ -175,7 +195,39 @@ def outcome_table(outcome: CycleOutcome, unit: str, currency: str) -> str:
         lines += _table(
             ["pod", "reason", "strategy"], [[s.pod, s.reason, s.strategy] for s in plan.skipped]
         )
+    lines += routing_lines(outcome.routing, currency)
     return "\n".join(lines)
+
+
+def routing_lines(routing: Sequence[RoutingAdvice], currency: str) -> list[str]:
+    """The Services whose calls cross zones: what their routing is, what PreferSameZone would
+    keep local, and the zones no routing can help (no endpoint there)."""
+    crossing = [advice for advice in routing if advice.crossing_today > 0]
+    if not crossing:
+        return []
+    rows = [
+        [
+            advice.service,
+            advice.today,
+            advice.recommended or "-",
+            f"{advice.crossing_today:.4g} of {advice.calls:.4g}",
+            f"{advice.kept_local:.4g}",
+            "-" if advice.monthly_saved is None else f"{advice.monthly_saved:.2f}",
+            _routing_note(advice),
+        ]
+        for advice in crossing
+    ]
+    header = ["service", "routing", "recommended", "crossing", "kept local"]
+    header += [f"saved/month ({currency})", "note"]
+    return ["", "routing (Services whose calls cross zones):", *_table(header, rows)]
+
+
+def _routing_note(advice: RoutingAdvice) -> str:
+    notes = [advice.note] if advice.note else []
+    if advice.zones_without_endpoint:
+        zones = ", ".join(advice.zones_without_endpoint)
+        notes.append(f"no endpoint in {zones}: a move or a replica there would keep it local")
+    return "; ".join(notes)
 
 
 def missing_label_warnings(topology: Topology, shown: int = 5) -> list[str]:

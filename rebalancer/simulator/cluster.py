@@ -28,6 +28,7 @@ from rebalancer.simulator.scenario import (
     node_object,
     pair_rates,
     rank_of,
+    services,
     workload_objects,
 )
 from rebalancer.simulator.scheduler import Scheduler, SimulatedSteering
@@ -47,6 +48,9 @@ class SimulatedCluster:
     """Unix seconds: the simulated time, which new pods are stamped with, so a replacement is
     told from its workload's older pods as the controller tells it, by creationTimestamp."""
     _serial: Iterator[int] = field(init=False, default_factory=itertools.count)
+    distributions: dict[str, str | None] = field(default_factory=dict)
+    """A workload's Service's trafficDistribution, by workload key, where a routing change made
+    during the run set it."""
 
     def __post_init__(self) -> None:
         items: list[tuple[Any, str]] = [
@@ -99,6 +103,7 @@ class SimulatedCluster:
                 workload_key(pod),
                 self.snapshot.nodes[pod.node_name].labels.get(ZONE_LABEL),
                 rank_of(pod.annotations),
+                pod.node_name,
             )
             for pod in self.snapshot.pods.values()
             if pod.node_name
@@ -126,9 +131,14 @@ class SimulatedCluster:
             if (key := (pdb.namespace, pdb.name)) in by_name
         ]
 
+    def refresh_services(self) -> None:
+        """The Services and their endpoints as the EndpointSlice controller keeps them."""
+        self.snapshot.services = services(self.scenario, self.placed(), self.distributions)
+
     def traffic(self) -> PodTraffic:
-        """The scenario's flows for the pods running now, undirected, as Prometheus would give."""
-        return PodTraffic.of(pair_rates(self.scenario, self.placed()))
+        """The scenario's flows for the pods running now, as Prometheus would give them: by pod
+        pair, source to destination, routed through each Service as it is set now."""
+        return PodTraffic.of(pair_rates(self.scenario, self.placed(), self.distributions))
 
 
 def _ready(node: dict[str, Any]) -> dict[str, Any]:

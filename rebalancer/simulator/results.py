@@ -39,6 +39,8 @@ class CycleFigures:
     violations: Violations
     moved: tuple[str, ...] = ()
     """The scenario workloads (namespace/name) the cycle evicted pods of, once each."""
+    rerouted: int = 0
+    """Services whose trafficDistribution the cycle changed (simulate with routing changes)."""
 
 
 @dataclass(frozen=True)
@@ -72,6 +74,7 @@ class SimulationResult:
             "crossing_before": first.crossing,
             "crossing_after": last.crossing,
             "moves": sum(row.evictions for row in self.cycles),
+            "routing_changes": sum(row.rerouted for row in self.cycles),
             "landed_in_target": sum(row.landed_in_target for row in self.cycles),
             "refused_by_pdb": sum(row.refused_by_pdb for row in self.cycles),
             "violations": violations,
@@ -139,5 +142,6 @@ def result_table(result: SimulationResult) -> str:
     lines.append(
         f"moves {summary['moves']}, landed in target {summary['landed_in_target']}, "
         f"refused by PDB {summary['refused_by_pdb']}, violations {summary['violations']}"
+        + (f", routing changes {summary['routing_changes']}" if summary["routing_changes"] else "")
     )
     return "\n".join(lines)

@@ -105,6 +105,8 @@ def _row(
     policy: Policy,
     counts: tuple[int, int, int],
     moved: tuple[str, ...] = (),
+    *,
+    rerouted: int = 0,
 ) -> CycleFigures:
     figures = measure(cluster, policy)
     evictions, landed, refused = counts
@@ -118,6 +120,7 @@ def _row(
         refused,
         violations(cluster),
         moved,
+        rerouted,
     )
 
 
@@ -170,9 +173,13 @@ def simulate(
     mode: SimulatedMode,
     seed: int,
     optimum: bool = False,
+    moves: bool = True,
+    routing: bool = False,
 ) -> SimulationResult:
     """Run the planner `cycles` times; the clock advances one policy interval per cycle. With
-    `optimum`, also solve for the best placement from the start, to hold the result against."""
+    `optimum`, also solve for the best placement from the start, to hold the result against.
+    `moves`: make the plan's moves; `routing`: make the routing changes it recommends, each
+    taking effect from the next cycle, as a patched Service's hints do."""
     cluster = SimulatedCluster(scenario.in_phase(0), Scheduler(seed))
     best = unconstrained = None
     if optimum:
@@ -187,6 +194,7 @@ def simulate(
         cluster.scenario = scenario.in_phase(number)
         cluster.clock = now
         cluster.refresh_budgets()
+        cluster.refresh_services()
         state, _judged = judge_landings(state, cluster.snapshot, now)
         outcome = plan_cycle(acting, cluster.snapshot, cluster.traffic(), state, now=now)
         assert outcome.plan is not None  # simulated traffic never fails
@@ -194,7 +202,12 @@ def simulate(
         moved: list[str] = []
         landed = refused = 0
         disrupted: Counter[str] = Counter()
-        for move in outcome.plan.moves:
+        rerouted = 0
+        for advice in outcome.routing if routing else ():
+            if advice.recommended is not None:  # a Service's key is its workload's
+                cluster.distributions[advice.service] = advice.recommended
+                rerouted += 1
+        for move in outcome.plan.moves if moves else ():
             old = cluster.snapshot.pods[move.pod]
             workload = by_key[workload_key(old)]
             # The Eviction API's check: replacements are not Ready before the next cycle.
@@ -229,7 +242,9 @@ def simulate(
         # Judged by the next cycle's judge_landings, as the controller judges them.
         state = remember(outcome.state, evicted, policy, now)
         counts = (len(evicted), landed, refused)
-        rows.append(_row(number, cluster, policy, counts, tuple(dict.fromkeys(moved))))
+        rows.append(
+            _row(number, cluster, policy, counts, tuple(dict.fromkeys(moved)), rerouted=rerouted)
+        )
     return SimulationResult(
         scenario.name,
         mode,

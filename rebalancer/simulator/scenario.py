@@ -16,6 +16,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from rebalancer.cluster.model import Endpoint, Service
+from rebalancer.cost.routing import Chooser, distribution_of, hinted
 from rebalancer.files import parse_yaml_model, read_text
 
 ZONE_LABEL = "topology.kubernetes.io/zone"
@@ -95,6 +97,9 @@ class WorkloadSpec(_Strict):
     start_in: dict[LevelName, str] = Field(default_factory=dict)
     """Where the pods start, for example {zone: zone-a}: a placement history the rebalancer should
     fix. Only the first placement is constrained; replacements may go anywhere."""
+    traffic_distribution: Literal["PreferSameZone", "PreferClose", "PreferSameNode"] | None = None
+    """spec.trafficDistribution of the Service in front of the workload: every workload that
+    another one calls (`even` routing) is behind a Service of its name. None: cluster-wide."""
 
     @property
     def key(self) -> str:
@@ -119,13 +124,12 @@ class TrafficSpec(_Strict):
 
     source: str
     destination: str
-    routing: Literal["pinned", "ring", "even", "zone-preferring"] = "even"
+    routing: Literal["pinned", "ring", "even"] = "even"
     """pinned: pod i talks to pod i of another workload (a sidecar-like partner by ordinal);
     ring: pod i talks to pod i+1 of the same workload, the last to the first (ring all-reduce,
-    pipeline stages); even: a plain Service spreads every client's requests over all server
-    pods, and within one workload every pod talks to every other (all-to-all); zone-preferring:
-    clients use server pods in their own zone when there are any (trafficDistribution:
-    PreferClose)."""
+    pipeline stages); even: through the destination's Service, which sends each client's calls
+    where kube-proxy would under the Service's trafficDistribution (spread over every server pod
+    when it has none), and within one workload every pod talks to every other (all-to-all)."""
     rate: Annotated[float, Field(gt=0)]
 
     @model_validator(mode="after")
@@ -341,6 +345,7 @@ class PlacedPod:
     rank: int | None = None
     """The pod's fixed place in its workload, which a replacement inherits: an indexed Job's
     completion index (as a training job's ranks are). None: the name's ordinal, if any."""
+    node: str | None = None
 
 
 COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"
@@ -364,8 +369,56 @@ def _ordinal_order(pods: Iterable[PlacedPod]) -> list[PlacedPod]:
     return sorted(pods, key=order)
 
 
-def pair_rates(scenario: Scenario, pods: Iterable[PlacedPod]) -> dict[tuple[str, str], float]:
-    """(source pod, destination pod) -> rate, for the pods running now."""
+def service_endpoints(
+    servers: Iterable[PlacedPod], distribution: str | None
+) -> tuple[Endpoint, ...]:
+    """The endpoints of the Service in front of these pods, each ready (a placed pod runs), with
+    the hints the EndpointSlice controller writes for `distribution`."""
+    endpoints = [Endpoint(pod.key, pod.node, pod.zone, True, True, False) for pod in servers]
+    return hinted(endpoints, distribution_of(distribution))
+
+
+def services(
+    scenario: Scenario,
+    pods: Iterable[PlacedPod],
+    distributions: Mapping[str, str | None] | None = None,
+) -> dict[str, Service]:
+    """The Service in front of each workload another one calls, by its key (the workload's),
+    with its endpoints and their hints as the EndpointSlice controller keeps them."""
+    served = {
+        _qualified(flow.destination)
+        for flow in scenario.traffic
+        if flow.routing == "even" and _qualified(flow.source) != _qualified(flow.destination)
+    }
+    by_workload: dict[str, list[PlacedPod]] = {}
+    for pod in pods:
+        by_workload.setdefault(pod.workload, []).append(pod)
+    overrides = distributions or {}
+    found = {}
+    for workload in scenario.workloads:
+        if workload.key not in served:
+            continue
+        distribution = overrides.get(workload.key, workload.traffic_distribution)
+        found[workload.key] = Service(
+            namespace=workload.namespace,
+            name=workload.name,
+            selector={"app": workload.name},
+            traffic_distribution=distribution,
+            internal_traffic_policy="Cluster",
+            annotations={},
+            endpoints=service_endpoints(by_workload.get(workload.key, []), distribution),
+        )
+    return found
+
+
+def pair_rates(
+    scenario: Scenario,
+    pods: Iterable[PlacedPod],
+    distributions: Mapping[str, str | None] | None = None,
+) -> dict[tuple[str, str], float]:
+    """(source pod, destination pod) -> rate, for the pods running now. `distributions`: the
+    trafficDistribution of a workload's Service where it differs from the scenario's (a routing
+    change made during the run)."""
     by_workload: dict[str, list[PlacedPod]] = {}
     for pod in pods:
         by_workload.setdefault(pod.workload, []).append(pod)
@@ -376,12 +429,20 @@ def pair_rates(scenario: Scenario, pods: Iterable[PlacedPod]) -> dict[tuple[str,
             pair = (source.key, destination.key)
             rates[pair] = rates.get(pair, 0.0) + rate
 
+    routed: dict[str, str | None] = {w.key: w.traffic_distribution for w in scenario.workloads}
+    routed.update(distributions or {})
     for flow in scenario.traffic:
         clients = _ordinal_order(by_workload.get(_qualified(flow.source), []))
         servers = _ordinal_order(by_workload.get(_qualified(flow.destination), []))
         if not clients or not servers:
             continue
         per_client = flow.rate / len(clients)
+        destination = _qualified(flow.destination)
+        through_service = flow.routing == "even" and _qualified(flow.source) != destination
+        if through_service:
+            endpoints = service_endpoints(servers, routed.get(destination))
+            pick = Chooser(endpoints, local_only=False)
+            by_key = {pod.key: pod for pod in servers}
         for index, client_pod in enumerate(clients):
             if flow.routing == "pinned":
                 add(client_pod, servers[index % len(servers)], per_client)
@@ -390,9 +451,9 @@ def pair_rates(scenario: Scenario, pods: Iterable[PlacedPod]) -> dict[tuple[str,
                 add(client_pod, servers[(index + 1) % len(servers)], per_client)
                 continue
             targets = servers
-            if flow.routing == "zone-preferring":
-                near = [s for s in servers if s.zone is not None and s.zone == client_pod.zone]
-                targets = near or servers
+            if through_service:
+                near = pick(client_pod.node, client_pod.zone)
+                targets = [by_key[endpoints[i].pod or ""] for i in near]
             for server in targets:
                 add(client_pod, server, per_client / len(targets))
     return rates

@@ -64,6 +64,10 @@ class PodTraffic:
     unmatched: Counter[str] = field(default_factory=Counter)
     """Why series were dropped: `unknown-pod`, `self`, `unlabelled`."""
     series: int = 0
+    forward: Floats = field(default_factory=lambda: np.zeros(0))
+    """Of each pair's rate, what its series named from `first` to `second`; the rest went the
+    other way. Who calls whom, where the source says: routing sends a client's calls to its
+    Service's endpoints by the client's own zone."""
 
     @classmethod
     def of(
@@ -111,9 +115,12 @@ class PodTraffic:
         second = np.where(swapped, sources, destinations)
         pair_keys, first_seen, pair_of = unique_first_seen(first * len(pods) + second)
         summed = group_sums(pair_of, values, len(pair_keys))
+        forward = group_sums(pair_of, np.where(swapped, 0.0, values), len(pair_keys))
         order = np.argsort(first_seen)  # positions, each once: any sort is stable
         kept = first_seen[order]
-        return cls(pods, first[kept], second[kept], summed[order], unmatched, series)
+        return cls(
+            pods, first[kept], second[kept], summed[order], unmatched, series, forward[order]
+        )
 
     @property
     def rates(self) -> dict[tuple[str, str], float]:

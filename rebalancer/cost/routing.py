@@ -1,0 +1,436 @@
+"""How Service traffic is routed today, and how much would cross zones under each
+trafficDistribution: the prediction the plan's routing section stands on.
+
+It follows kube-proxy's choice of endpoints (pkg/proxy/topology.go): only ready endpoints
+decide; node hints are used if every ready endpoint has one and one names the client's node,
+else zone hints on the same terms, else every ready endpoint; with none ready, the serving and
+terminating ones; internalTrafficPolicy Local keeps to the client's node. Connections spread
+evenly over the chosen set. The hints a distribution would bring are those the EndpointSlice
+controller writes (k8s.io/endpointslice/trafficdist): each ready endpoint's own zone, and its
+node too for PreferSameNode. The `service.kubernetes.io/topology-mode` annotation overrides the
+field, so where it is set the field's value changes nothing.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+import msgspec
+import numpy as np
+
+from rebalancer.arrays import Indices, group_sums
+from rebalancer.cluster.model import Endpoint, Service, Snapshot
+from rebalancer.cost.figures import Price
+from rebalancer.traffic.model import PodTraffic
+
+ZONE_LABEL = "topology.kubernetes.io/zone"
+"""Where kube-proxy reads its node's zone, whatever levels the policy plans with."""
+TOPOLOGY_MODE_ANNOTATIONS = (
+    "service.kubernetes.io/topology-aware-hints",
+    "service.kubernetes.io/topology-mode",
+)
+"""Topology Aware Routing, older than the field; set to Auto it wins over trafficDistribution."""
+
+Distribution = Literal["Cluster", "PreferSameZone", "PreferSameNode"]
+SAME = 1e-9
+"""Savings below this share of a Service's calls are rounding, not a reason to change it."""
+SAME_ZONE: Distribution = "PreferSameZone"
+
+
+def distribution_of(value: str | None) -> Distribution:
+    """trafficDistribution as the EndpointSlice controller reads it: PreferClose is
+    PreferSameZone's older name; any other value, or none, routes cluster-wide."""
+    if value in ("PreferClose", "PreferSameZone"):
+        return "PreferSameZone"
+    return "PreferSameNode" if value == "PreferSameNode" else "Cluster"
+
+
+def topology_mode(service: Service) -> str | None:
+    """The Topology Aware Routing annotation's value, when it turns hints on."""
+    for key in TOPOLOGY_MODE_ANNOTATIONS:
+        value = service.annotations.get(key)
+        if value is not None and value.lower() == "auto":
+            return f"{key}={value}"
+    return None
+
+
+def hinted(endpoints: Sequence[Endpoint], distribution: Distribution) -> tuple[Endpoint, ...]:
+    """The endpoints with the hints the EndpointSlice controller would write for
+    `distribution`. It writes only ready endpoints' hints, and clears them all for Cluster."""
+    if distribution == "Cluster":
+        return tuple(msgspec.structs.replace(e, zone_hints=(), node_hints=()) for e in endpoints)
+    same_node = distribution == "PreferSameNode"
+    return tuple(
+        msgspec.structs.replace(
+            endpoint,
+            zone_hints=(endpoint.zone,) if endpoint.zone else (),
+            node_hints=(endpoint.node,) if same_node and endpoint.node else (),
+        )
+        if endpoint.ready
+        else endpoint
+        for endpoint in endpoints
+    )
+
+
+class Chooser:
+    """kube-proxy's choice of endpoints for one Service, worked out once for every client: which
+    endpoints are usable, whether node or zone hints apply, and the endpoints hinted for each
+    node and zone, as positions in the Service's list."""
+
+    def __init__(self, endpoints: Sequence[Endpoint], local_only: bool) -> None:
+        self.endpoints = endpoints
+        self.local_only = local_only
+        ready = [i for i, e in enumerate(endpoints) if e.ready]
+        fallback = [i for i, e in enumerate(endpoints) if e.serving and e.terminating]
+        self.ready = ready or fallback
+        """With none ready, the serving and terminating ones, wherever they are."""
+        self.by_node: dict[str, list[int]] = defaultdict(list)
+        self.by_zone: dict[str, list[int]] = defaultdict(list)
+        if local_only:
+            for i in self.ready:
+                if endpoints[i].node is not None:
+                    self.by_node[endpoints[i].node or ""].append(i)
+            return
+        if not ready:
+            return
+        if all(endpoints[i].node_hints for i in ready):
+            for i in ready:
+                for node in endpoints[i].node_hints:
+                    self.by_node[node].append(i)
+        if all(endpoints[i].zone_hints for i in ready):
+            for i in ready:
+                for zone in endpoints[i].zone_hints:
+                    self.by_zone[zone].append(i)
+
+    def __call__(self, node: str | None, zone: str | None) -> list[int]:
+        """The positions of the endpoints kube-proxy on `node` (in `zone`) sends a connection
+        to, evenly: node hints if one names the node, else zone hints if one names the zone,
+        else every usable endpoint; with internalTrafficPolicy Local, the node's own only."""
+        if self.local_only:
+            return self.by_node.get(node or "", [])
+        near = self.by_node.get(node or "") or self.by_zone.get(zone or "")
+        return near or self.ready
+
+
+@dataclass(frozen=True)
+class Call:
+    """Calls to one Service from one place: its clients' summed rate, from one zone, or from one
+    node where the Service may route by node (internalTrafficPolicy Local, or node hints)."""
+
+    node: str | None
+    zone: str | None
+    rate: float
+
+
+@dataclass(frozen=True)
+class Routed:
+    """Where a Service's calls go under one set of endpoints' hints."""
+
+    crossing: float
+    """Rate sent to an endpoint in another zone (both zones known)."""
+    dropped: float
+    """Rate with no endpoint to go to (internalTrafficPolicy Local on a node without one)."""
+    load: Mapping[int, float]
+    """Rate per endpoint, by its position in the Service's list."""
+
+
+def route(
+    endpoints: Sequence[Endpoint],
+    calls: Sequence[Call],
+    local_only: bool = False,
+    *,
+    with_load: bool = False,
+) -> Routed:
+    """Where the calls go; the rate per endpoint only when asked (`with_load`)."""
+    pick = Chooser(endpoints, local_only)
+    zones = [e.zone for e in endpoints]
+    crossing = dropped = 0.0
+    load = np.zeros(len(endpoints)) if with_load else None
+    for call in calls:
+        targets = pick(call.node, call.zone)
+        if not targets:
+            dropped += call.rate
+            continue
+        share = call.rate / len(targets)
+        if call.zone is not None:
+            away = sum(1 for i in targets if zones[i] is not None and zones[i] != call.zone)
+            crossing += share * away
+        if load is not None:
+            load[targets] += share
+    return Routed(crossing, dropped, {} if load is None else dict(enumerate(load.tolist())))
+
+
+MULTIPLE = -2
+"""In `_Places.service`: a pod behind several Services."""
+
+
+@dataclass(frozen=True)
+class _Places:
+    """Per pod of the traffic (by its number there): the routable Service it is an endpoint of,
+    and its node and zone, as numbers into the lists beside them; -1 for none."""
+
+    services: list[Service]
+    service: Indices
+    node: Indices
+    zone: Indices
+    node_names: list[str | None]
+    zone_names: list[str | None]
+    member_of: Mapping[str, list[int]]
+
+
+def _places(traffic: PodTraffic, snapshot: Snapshot) -> _Places:
+    services = [s for s in snapshot.services.values() if not s.headless and s.endpoints]
+    member_of: dict[str, list[int]] = defaultdict(list)
+    for number, service in enumerate(services):
+        for endpoint in service.endpoints:
+            if endpoint.pod is not None:
+                member_of[endpoint.pod].append(number)
+    zone_number: dict[str, int] = {}
+    place: dict[str, tuple[int, int]] = {}
+    for index, (name, node) in enumerate(snapshot.nodes.items()):
+        zone = node.labels.get(ZONE_LABEL)
+        place[name] = (index, zone_number.setdefault(zone, len(zone_number)) if zone else -1)
+    pods, nowhere = snapshot.pods, (-1, -1)
+    placed = [
+        place.get(pod.node_name or "", nowhere) if (pod := pods.get(key)) else nowhere
+        for key in traffic.pods
+    ]
+    located = np.array(placed, np.int64).reshape(-1, 2)
+    service_of = np.fromiter(
+        (
+            -1 if not (m := member_of.get(key)) else m[0] if len(m) == 1 else MULTIPLE
+            for key in traffic.pods
+        ),
+        np.int64,
+        len(traffic.pods),
+    )
+    node_names: list[str | None] = list(snapshot.nodes)
+    zone_names: list[str | None] = list(zone_number)
+    return _Places(
+        services, service_of, located[:, 0], located[:, 1], node_names, zone_names, member_of
+    )
+
+
+def calls_of(traffic: PodTraffic, snapshot: Snapshot) -> dict[str, list[Call]]:
+    """Service -> its clients' calls, from pod-pair rates. A rate goes from the pod its series
+    named as source to the Services of its destination; one named both ways (flow counts that
+    include replies) is read both ways. A Service's own endpoints calling it are left out, as are
+    calls to a pod behind no Service; a pod behind several splits its calls evenly among them.
+    Summed per Service and zone in arrays (per node where the Service may route by node): a
+    large cluster has a million pairs."""
+    places = _places(traffic, snapshot)
+    clients = np.concatenate([traffic.first, traffic.second])
+    servers = np.concatenate([traffic.second, traffic.first])
+    parts = np.concatenate([traffic.forward, traffic.rate - traffic.forward])
+    server_service, client_service = places.service[servers], places.service[clients]
+    called = (parts > 0) & (server_service != -1)
+    single = called & (server_service >= 0) & (client_service != MULTIPLE)
+    simple = single & (client_service != server_service)
+    by_node = np.array(
+        [
+            s.internal_traffic_policy == "Local" or any(e.node_hints for e in s.endpoints)
+            for s in places.services
+        ],
+        np.bool_,
+    )
+    rates: dict[tuple[int, int, int], float] = defaultdict(float)
+    slots_node, slots_zone = len(places.node_names) + 1, len(places.zone_names) + 1
+    service, zone = server_service[simple], places.zone[clients[simple]]
+    per_node = by_node[service] if len(service) else np.zeros(0, np.bool_)
+    # Per Service and zone, the common case, counted into a dense table: no sort.
+    zonal = service[~per_node] * slots_zone + zone[~per_node] + 1
+    table = np.bincount(zonal, parts[simple][~per_node], len(places.services) * slots_zone)
+    for key in np.flatnonzero(table).tolist():
+        number, zone_slot = divmod(key, slots_zone)
+        rates[number, -1, zone_slot - 1] += float(table[key])
+    # Per Service, node and zone where the Service may route by node.
+    node = places.node[clients[simple]][per_node]
+    keys = (service[per_node] * slots_node + node + 1) * slots_zone + zone[per_node] + 1
+    found, position = np.unique(keys, return_inverse=True)
+    sums = group_sums(position, parts[simple][per_node], len(found))
+    for key, rate in zip(found.tolist(), sums.tolist(), strict=True):
+        rest, zone_slot = divmod(key, slots_zone)
+        number, node_slot = divmod(rest, slots_node)
+        rates[number, node_slot - 1, zone_slot - 1] += rate
+    for index in np.flatnonzero(called & ~single).tolist():  # pods behind several Services
+        client, server = traffic.pods[clients[index]], traffic.pods[servers[index]]
+        own = places.member_of.get(client, [])
+        targets = [n for n in places.member_of[server] if n not in own]
+        for number in targets:
+            at = int(places.node[clients[index]]) if by_node[number] else -1
+            rates[number, at, int(places.zone[clients[index]])] += parts[index] / len(targets)
+    calls: dict[str, list[Call]] = defaultdict(list)
+    for (number, at, zone_number), rate in rates.items():
+        calls[places.services[number].key].append(
+            Call(
+                places.node_names[at] if at >= 0 else None,
+                places.zone_names[zone_number] if zone_number >= 0 else None,
+                rate,
+            )
+        )
+    return dict(calls)
+
+
+@dataclass(frozen=True)
+class RoutingAdvice:
+    """One Service's routing: today's, the one that keeps most traffic in its zone without
+    overloading an endpoint, and what each sends across zones."""
+
+    service: str
+    today: str
+    """trafficDistribution as set (Cluster when unset), or the annotation that overrides it."""
+    recommended: str | None
+    """PreferSameZone where it keeps more traffic in its zone than today; None otherwise."""
+    calls: float
+    crossing_today: float
+    crossing_recommended: float
+    zones_without_endpoint: tuple[str, ...]
+    """Zones with clients but no ready endpoint: routing cannot keep their calls local; a move
+    or a replica there would."""
+    note: str = ""
+    monthly_saved: float | None = None
+    """What the rate kept local bills in a month; None when the unit is not bytes."""
+
+    @property
+    def kept_local(self) -> float:
+        """Rate that the recommended routing keeps in its zone, which crosses today."""
+        if self.recommended is None:
+            return 0.0
+        return max(0.0, self.crossing_today - self.crossing_recommended)
+
+
+def advise(
+    snapshot: Snapshot, traffic: PodTraffic, max_endpoint_load: float, price: Price
+) -> list[RoutingAdvice]:
+    """Every Service with calls, heaviest crossing first. PreferSameZone is recommended where
+    it keeps traffic local and no ready endpoint would take more than `max_endpoint_load` times
+    an even share of the calls: unlike Topology Aware Routing, the field has no safeguard
+    against a zone with many clients and one endpoint."""
+    advice = [
+        _advice(snapshot.services[key], calls, max_endpoint_load, price)
+        for key, calls in calls_of(traffic, snapshot).items()
+    ]
+    return sorted(advice, key=lambda a: (-a.crossing_today, a.service))
+
+
+def _advice(
+    service: Service, calls: list[Call], max_endpoint_load: float, price: Price
+) -> RoutingAdvice:
+    local_only = service.internal_traffic_policy == "Local"
+    today = route(service.endpoints, calls, local_only)
+    total = sum(call.rate for call in calls)
+    ready_zones = {e.zone for e in service.endpoints if e.ready and e.zone}
+    missing = tuple(sorted({c.zone for c in calls if c.zone and c.zone not in ready_zones}))
+    current = distribution_of(service.traffic_distribution)
+    override = topology_mode(service)
+
+    def advice(recommended: str | None, crossing: float, note: str = "") -> RoutingAdvice:
+        saved = today.crossing - crossing if recommended is not None else 0.0
+        return RoutingAdvice(
+            service.key,
+            override or current,
+            recommended,
+            total,
+            today.crossing,
+            crossing,
+            missing,
+            note,
+            price.monthly(max(0.0, saved)),
+        )
+
+    if local_only:
+        return advice(None, today.crossing, "internalTrafficPolicy Local keeps calls on the node")
+    if (current != "Cluster" and override is None) or len(ready_zones) < 2:
+        # Already in its zone; or every endpoint in one zone, where preferring it changes nothing.
+        return advice(None, today.crossing)
+    endpoints = hinted(service.endpoints, SAME_ZONE)
+    if any(e.ready and not e.zone for e in endpoints):
+        return advice(None, today.crossing, "an endpoint has no zone, so no hints are written")
+    routed = route(endpoints, calls, with_load=True)
+    if today.crossing - routed.crossing <= SAME * max(total, 1.0):  # float noise is no saving
+        return advice(None, today.crossing)
+    ready = sum(1 for e in endpoints if e.ready)
+    ratio = max(routed.load.values(), default=0.0) * ready / total if total > 0 else 0.0
+    if ratio > max_endpoint_load:
+        return advice(
+            None,
+            today.crossing,
+            f"PreferSameZone would send one endpoint {ratio:.1f}x an even share of the calls",
+        )
+    note = f"remove {override.split('=')[0]}: it overrides trafficDistribution" if override else ""
+    return advice(SAME_ZONE, routed.crossing, note)
+
+
+KEEP_ANNOTATION = "topology-rebalancer.io/routing"
+"""On a Service, `keep`: its routing may not be changed, so moves are planned for its traffic as
+it is routed today."""
+
+
+def changes(advice: Sequence[RoutingAdvice], snapshot: Snapshot) -> dict[str, Distribution]:
+    """The recommended routing of each Service whose routing may change."""
+    return {
+        a.service: SAME_ZONE
+        for a in advice
+        if a.recommended is not None
+        and snapshot.services[a.service].annotations.get(KEEP_ANNOTATION) != "keep"
+    }
+
+
+def rerouted(
+    traffic: PodTraffic, snapshot: Snapshot, distributions: Mapping[str, Distribution]
+) -> PodTraffic:
+    """The pod-pair rates as they would be with these Services' trafficDistribution set: each
+    client's calls to one of them summed, then sent where kube-proxy would send them under the
+    hints that would be written. Other pairs keep their rates, as do the calls to a pod behind
+    several Services, which cannot be told apart."""
+    places = _places(traffic, snapshot)
+    changed = np.array([s.key in distributions for s in places.services], np.bool_)
+    number = {key: index for index, key in enumerate(traffic.pods)}
+    clients = np.concatenate([traffic.first, traffic.second])
+    servers = np.concatenate([traffic.second, traffic.first])
+    parts = np.concatenate([traffic.forward, traffic.rate - traffic.forward])
+    service = places.service[servers]
+    own = places.service[clients]
+    moved = (parts > 0) & (service >= 0) & (own != service)
+    moved[moved] = changed[service[moved]]
+    totals: dict[tuple[int, int], float] = defaultdict(float)
+    for client, target, part in zip(
+        clients[moved].tolist(), service[moved].tolist(), parts[moved].tolist(), strict=True
+    ):
+        totals[client, target] += part
+    kept = ~moved & (parts > 0)
+    sources, destinations, values = [clients[kept]], [servers[kept]], [parts[kept]]
+    routes: dict[tuple[int, int, int], list[int]] = {}
+    pickers: dict[int, Chooser] = {}
+    for (client, target), total in totals.items():
+        node, zone = int(places.node[client]), int(places.zone[client])
+        key = (target, node, zone)
+        if key not in routes:
+            if target not in pickers:
+                svc = places.services[target]
+                endpoints = hinted(svc.endpoints, distributions[svc.key])
+                pickers[target] = Chooser(endpoints, svc.internal_traffic_policy == "Local")
+            pick = pickers[target]
+            near = pick(
+                places.node_names[node] if node >= 0 else None,
+                places.zone_names[zone] if zone >= 0 else None,
+            )
+            reached_pods = [pick.endpoints[i].pod for i in near]
+            routes[key] = [number.setdefault(pod, len(number)) for pod in reached_pods if pod]
+        reached = [index for index in routes[key] if index != client]
+        if reached:
+            sources.append(np.full(len(reached), client, np.int64))
+            destinations.append(np.array(reached, np.int64))
+            values.append(np.full(len(reached), total / len(reached)))
+    keys = tuple(number)
+    return PodTraffic.undirected(
+        keys,
+        np.concatenate(sources),
+        np.concatenate(destinations),
+        np.concatenate(values),
+        unmatched=traffic.unmatched,
+        series=traffic.series,
+    )
