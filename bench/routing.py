@@ -15,7 +15,7 @@ from typing import Any
 from bench import suite
 from rebalancer.config.policy import Policy, parse_policy
 from rebalancer.config.resolved import price_of
-from rebalancer.planning.cycle import routing_advice, topology_of
+from rebalancer.planning.cycle import routing_advice, service_calls, topology_of
 from rebalancer.simulator.cluster import SimulatedCluster
 from rebalancer.simulator.results import SimulationResult
 from rebalancer.simulator.run import DEFAULT_POLICY, measure, simulate
@@ -48,7 +48,8 @@ def prediction(path: Path, policy: Policy, seed: int) -> dict[str, Any]:
     cluster = SimulatedCluster(load_scenario(path).in_phase(0), Scheduler(seed))
     cluster.refresh_services()
     topology = topology_of(policy, cluster.snapshot)
-    advice = routing_advice(policy, cluster.snapshot, cluster.traffic(), price_of(policy, topology))
+    calls = service_calls(policy, cluster.snapshot, cluster.traffic())
+    advice = routing_advice(policy, cluster.snapshot, calls, price_of(policy, topology))
     today = measure(cluster, policy).crossing["zone"]
     predicted = max(0.0, today - sum(a.kept_local for a in advice))
     for item in advice:

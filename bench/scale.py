@@ -41,14 +41,23 @@ from rebalancer.cluster.parse import decode_snapshot
 from rebalancer.config.policy import Policy, parse_policy
 from rebalancer.config.resolved import PlanningRules, price_of
 from rebalancer.config.sections import Limits
-from rebalancer.planning.cycle import build_view, collector_paused, routing_advice
+from rebalancer.cost.figures import Figures
+from rebalancer.cost.routing import changes, rerouted
+from rebalancer.planning.cycle import (
+    build_view,
+    collector_paused,
+    cost_model,
+    routing_advice,
+    service_calls,
+    topology_of,
+)
 from rebalancer.planning.planner import plan
 from rebalancer.planning.state import PlannerState
 from rebalancer.planning.types import Plan
 from rebalancer.simulator.run import DEFAULT_POLICY
 from rebalancer.strategies.framework import Candidate
 from rebalancer.strategies.registry import STRATEGIES
-from rebalancer.traffic.model import TrafficFailure
+from rebalancer.traffic.model import Traffic, TrafficFailure
 
 SIZES = {
     "1k": Size("1k", nodes=1_000, pods=10_000, pairs=100_000),
@@ -93,7 +102,19 @@ def measure_cycle(cluster_path: Path, answer_path: Path, granularity: str) -> di
     traffic = stages.run("map traffic to pods", lambda: source.mapped(answers, snapshot))
     if isinstance(traffic, TrafficFailure):
         raise SystemExit(f"bench: the synthetic answer was refused: {traffic.detail}")
-    view = stages.run("build graph", lambda: build_view(policy, snapshot, traffic))
+    # As plan_cycle weighs routing: the calls to each Service, the advice, and the traffic as
+    # the recommended routing would send it, which the moves are planned on.
+    topology = topology_of(policy, snapshot)
+    price = price_of(policy, topology)
+    calls = stages.run("routing: calls", lambda: service_calls(policy, snapshot, traffic))
+    advice = stages.run("routing: advice", lambda: routing_advice(policy, snapshot, calls, price))
+
+    def reroute() -> Traffic:
+        assumed = changes(advice, snapshot) if policy.routing.plan_around else {}
+        return rerouted(calls, assumed) if assumed and calls is not None else traffic
+
+    planned = stages.run("routing: reroute", reroute)
+    view = stages.run("build graph", lambda: build_view(policy, snapshot, planned, topology))
     candidates: list[Candidate] = []
     for config in policy.strategies:
         strategy = STRATEGIES[config.name].build(config.args)
@@ -106,8 +127,15 @@ def measure_cycle(cluster_path: Path, answer_path: Path, granularity: str) -> di
         return state, plan(view, candidates, rules, state, now=0.0, persistence_required=1)
 
     state, result = stages.run("plan", observe_and_plan)
-    price = price_of(policy, view.topology)
-    stages.run("routing advice", lambda: routing_advice(policy, snapshot, traffic, price))
+
+    def figures_today() -> Figures | None:
+        """The traffic as routed now, which the plan's own figures are not once rerouted."""
+        if planned is traffic:
+            return None
+        actual = cost_model(policy, snapshot, traffic, topology)
+        return actual.tally(snapshot).figures(topology, price)
+
+    stages.run("routing: figures as routed now", figures_today)
     cycle_seconds, cycle_peak = sum(f["seconds"] for f in stages.figures), peak_rss_mib()
     lifted = policy.model_copy(update={"limits": Limits(**dict.fromkeys(Limits.model_fields))})
     started = time.perf_counter()

@@ -14,6 +14,8 @@ from rebalancer.cost.routing import (
     KEEP_ANNOTATION,
     Call,
     Chooser,
+    RoutingAdvice,
+    ServiceCalls,
     advise,
     calls_of,
     hinted,
@@ -65,12 +67,20 @@ def _calls(clients: list[tuple[str, str]], rate: float = 1.0) -> PodTraffic:
 
 
 PRICE = Price(per_gb_cross_zone=0.02, bytes_per_unit=None, zone_level=0)
+
+
+def _advise(
+    snapshot: Snapshot, traffic: PodTraffic, max_endpoint_load: float = 2.0
+) -> list[RoutingAdvice]:
+    return advise(snapshot, ServiceCalls.of(traffic, snapshot), max_endpoint_load, PRICE)
+
+
 THREE = [("api-0", "a"), ("api-1", "b"), ("api-2", "c")]
 CLIENTS = [("web-a", "a"), ("web-b", "b"), ("web-c", "c")]
 
 
 def test_cluster_wide_routing_sends_two_thirds_across_three_zones_and_same_zone_none() -> None:
-    [advice] = advise(_cluster(THREE, CLIENTS), _calls(CLIENTS), 2.0, PRICE)
+    [advice] = _advise(_cluster(THREE, CLIENTS), _calls(CLIENTS))
     assert (advice.service, advice.today, advice.recommended) == (
         "default/api",
         "Cluster",
@@ -85,7 +95,7 @@ def test_cluster_wide_routing_sends_two_thirds_across_three_zones_and_same_zone_
 
 def test_a_zone_without_an_endpoint_falls_back_to_every_endpoint_and_is_named() -> None:
     snapshot = _cluster(THREE[:2], CLIENTS)
-    [advice] = advise(snapshot, _calls(CLIENTS), 2.0, PRICE)
+    [advice] = _advise(snapshot, _calls(CLIENTS))
     assert advice.zones_without_endpoint == ("c",)
     assert advice.crossing_recommended == pytest.approx(1.0)  # zone c's calls, all across
     assert advice.crossing_today == pytest.approx(2.0)  # half of each zone's, and all of c's
@@ -94,20 +104,16 @@ def test_a_zone_without_an_endpoint_falls_back_to_every_endpoint_and_is_named() 
 def test_no_advice_that_would_pile_a_zones_clients_on_one_endpoint() -> None:
     servers = [("api-0", "a"), ("api-1", "b"), ("api-2", "b"), ("api-3", "b")]
     clients = [(f"web-{i}", "a") for i in range(9)] + [("web-b", "b")]
-    [advice] = advise(
-        _cluster(servers, clients), _calls(clients), max_endpoint_load=2.0, price=PRICE
-    )
+    [advice] = _advise(_cluster(servers, clients), _calls(clients))
     assert advice.recommended is None
     assert "3.6x an even share" in advice.note  # 9 of 10 calls on 1 of 4 endpoints
-    [relaxed] = advise(
-        _cluster(servers, clients), _calls(clients), max_endpoint_load=4.0, price=PRICE
-    )
+    [relaxed] = _advise(_cluster(servers, clients), _calls(clients), max_endpoint_load=4.0)
     assert relaxed.recommended == "PreferSameZone"
 
 
 def test_a_service_already_routed_in_its_zone_is_left_as_it_is() -> None:
     snapshot = _cluster(THREE, CLIENTS, distribution="PreferClose")
-    [advice] = advise(snapshot, _calls(CLIENTS), 2.0, PRICE)
+    [advice] = _advise(snapshot, _calls(CLIENTS))
     assert (advice.today, advice.recommended, advice.crossing_today) == (
         "PreferSameZone",
         None,
@@ -119,7 +125,7 @@ def test_the_topology_mode_annotation_is_named_as_what_to_remove() -> None:
     def annotate(service: b.Obj) -> None:
         service["metadata"]["annotations"] = {"service.kubernetes.io/topology-mode": "Auto"}
 
-    [advice] = advise(_cluster(THREE, CLIENTS, mutate=annotate), _calls(CLIENTS), 2.0, PRICE)
+    [advice] = _advise(_cluster(THREE, CLIENTS, mutate=annotate), _calls(CLIENTS))
     assert advice.today == "service.kubernetes.io/topology-mode=Auto"
     assert advice.recommended == "PreferSameZone"
     assert (
@@ -188,7 +194,7 @@ def test_calls_go_from_the_source_to_its_destinations_services_only() -> None:
             ("default/api-0", "default/api-1"): 5.0,  # peers: not calls to their own Service
         }
     )
-    calls = calls_of(traffic, snapshot)
+    calls = calls_of(ServiceCalls.of(traffic, snapshot))
     assert list(calls) == ["default/api"]  # the headless Service routes nothing
     assert calls["default/api"] == [Call(None, "a", 3.0)]  # summed per zone
 
@@ -239,7 +245,7 @@ def test_a_pod_behind_two_services_splits_its_calls_and_local_ones_count_by_node
     traffic = PodTraffic.of(
         {("default/web", "default/api-0"): 4.0, ("default/web2", "default/api-0"): 2.0}
     )
-    calls = calls_of(traffic, snapshot)
+    calls = calls_of(ServiceCalls.of(traffic, snapshot))
     assert calls["default/api"] == [Call(None, "a", 3.0)]
     assert sorted(calls["default/api-local"], key=str) == [
         Call("n-a", "a", 2.0),
@@ -262,7 +268,8 @@ def _even_calls() -> PodTraffic:
 
 
 def test_rerouted_traffic_sends_each_clients_calls_to_its_zone() -> None:
-    routed = rerouted(_even_calls(), _cluster(THREE, CLIENTS), {"default/api": "PreferSameZone"})
+    calls = ServiceCalls.of(_even_calls(), _cluster(THREE, CLIENTS))
+    routed = rerouted(calls, {"default/api": "PreferSameZone"})
     assert routed.rates == {
         ("default/api-0", "default/web-a"): 3000.0,
         ("default/api-1", "default/web-b"): 3000.0,

@@ -307,7 +307,8 @@ class Routing(Strict):
     endpoint."""
 
     advise: bool = True
-    """Say per Service what PreferSameZone would keep in its zone (the plan's routing section)."""
+    """Weigh routing: say per Service what PreferSameZone would keep in its zone (the plan's
+    routing section), and plan around it as below. False: neither."""
     plan_around: bool = True
     """Plan moves on the traffic as the recommended routing would send it, so no move is spent
     on what a routing change removes. A Service annotated `topology-rebalancer.io/routing: keep`

@@ -21,7 +21,7 @@ from typing import Literal
 import msgspec
 import numpy as np
 
-from rebalancer.arrays import Indices, group_sums
+from rebalancer.arrays import Floats, Indices, group_sums
 from rebalancer.cluster.model import Endpoint, Service, Snapshot
 from rebalancer.cost.figures import Price
 from rebalancer.traffic.model import PodTraffic
@@ -164,14 +164,20 @@ def route(
 
 
 MULTIPLE = -2
-"""In `_Places.service`: a pod behind several Services."""
+"""In `ServiceCalls.service`: a pod behind several Services."""
 
 
 @dataclass(frozen=True)
-class _Places:
-    """Per pod of the traffic (by its number there): the routable Service it is an endpoint of,
-    and its node and zone, as numbers into the lists beside them; -1 for none."""
+class ServiceCalls:
+    """The pod-pair rates read as calls, worked out once a cycle for the advice and the
+    rerouting alike: each pair both ways (who calls, who is called, the rate that way), and per
+    pod of the traffic (by its number there) the routable Service it is an endpoint of, its node
+    and its zone, as numbers into the lists beside them; -1 for none."""
 
+    traffic: PodTraffic
+    clients: Indices
+    servers: Indices
+    parts: Floats
     services: list[Service]
     service: Indices
     node: Indices
@@ -180,51 +186,56 @@ class _Places:
     zone_names: list[str | None]
     member_of: Mapping[str, list[int]]
 
-
-def _places(traffic: PodTraffic, snapshot: Snapshot) -> _Places:
-    services = [s for s in snapshot.services.values() if not s.headless and s.endpoints]
-    member_of: dict[str, list[int]] = defaultdict(list)
-    for number, service in enumerate(services):
-        for endpoint in service.endpoints:
-            if endpoint.pod is not None:
-                member_of[endpoint.pod].append(number)
-    zone_number: dict[str, int] = {}
-    place: dict[str, tuple[int, int]] = {}
-    for index, (name, node) in enumerate(snapshot.nodes.items()):
-        zone = node.labels.get(ZONE_LABEL)
-        place[name] = (index, zone_number.setdefault(zone, len(zone_number)) if zone else -1)
-    pods, nowhere = snapshot.pods, (-1, -1)
-    placed = [
-        place.get(pod.node_name or "", nowhere) if (pod := pods.get(key)) else nowhere
-        for key in traffic.pods
-    ]
-    located = np.array(placed, np.int64).reshape(-1, 2)
-    service_of = np.fromiter(
-        (
-            -1 if not (m := member_of.get(key)) else m[0] if len(m) == 1 else MULTIPLE
+    @classmethod
+    def of(cls, traffic: PodTraffic, snapshot: Snapshot) -> ServiceCalls:
+        services = [s for s in snapshot.services.values() if not s.headless and s.endpoints]
+        member_of: dict[str, list[int]] = defaultdict(list)
+        for number, service in enumerate(services):
+            for endpoint in service.endpoints:
+                if endpoint.pod is not None:
+                    member_of[endpoint.pod].append(number)
+        zone_number: dict[str, int] = {}
+        place: dict[str, tuple[int, int]] = {}
+        for index, (name, node) in enumerate(snapshot.nodes.items()):
+            zone = node.labels.get(ZONE_LABEL)
+            place[name] = (index, zone_number.setdefault(zone, len(zone_number)) if zone else -1)
+        pods, nowhere = snapshot.pods, (-1, -1)
+        placed = [
+            place.get(pod.node_name or "", nowhere) if (pod := pods.get(key)) else nowhere
             for key in traffic.pods
-        ),
-        np.int64,
-        len(traffic.pods),
-    )
-    node_names: list[str | None] = list(snapshot.nodes)
-    zone_names: list[str | None] = list(zone_number)
-    return _Places(
-        services, service_of, located[:, 0], located[:, 1], node_names, zone_names, member_of
-    )
+        ]
+        located = np.array(placed, np.int64).reshape(-1, 2)
+        service_of = np.fromiter(
+            (
+                -1 if not (m := member_of.get(key)) else m[0] if len(m) == 1 else MULTIPLE
+                for key in traffic.pods
+            ),
+            np.int64,
+            len(traffic.pods),
+        )
+        return cls(
+            traffic,
+            np.concatenate([traffic.first, traffic.second]),
+            np.concatenate([traffic.second, traffic.first]),
+            np.concatenate([traffic.forward, traffic.rate - traffic.forward]),
+            services,
+            service_of,
+            located[:, 0],
+            located[:, 1],
+            list(snapshot.nodes),
+            list(zone_number),
+            member_of,
+        )
 
 
-def calls_of(traffic: PodTraffic, snapshot: Snapshot) -> dict[str, list[Call]]:
+def calls_of(places: ServiceCalls) -> dict[str, list[Call]]:
     """Service -> its clients' calls, from pod-pair rates. A rate goes from the pod its series
     named as source to the Services of its destination; one named both ways (flow counts that
     include replies) is read both ways. A Service's own endpoints calling it are left out, as are
     calls to a pod behind no Service; a pod behind several splits its calls evenly among them.
     Summed per Service and zone in arrays (per node where the Service may route by node): a
     large cluster has a million pairs."""
-    places = _places(traffic, snapshot)
-    clients = np.concatenate([traffic.first, traffic.second])
-    servers = np.concatenate([traffic.second, traffic.first])
-    parts = np.concatenate([traffic.forward, traffic.rate - traffic.forward])
+    clients, servers, parts = places.clients, places.servers, places.parts
     server_service, client_service = places.service[servers], places.service[clients]
     called = (parts > 0) & (server_service != -1)
     single = called & (server_service >= 0) & (client_service != MULTIPLE)
@@ -256,7 +267,7 @@ def calls_of(traffic: PodTraffic, snapshot: Snapshot) -> dict[str, list[Call]]:
         number, node_slot = divmod(rest, slots_node)
         rates[number, node_slot - 1, zone_slot - 1] += rate
     for index in np.flatnonzero(called & ~single).tolist():  # pods behind several Services
-        client, server = traffic.pods[clients[index]], traffic.pods[servers[index]]
+        client, server = places.traffic.pods[clients[index]], places.traffic.pods[servers[index]]
         own = places.member_of.get(client, [])
         targets = [n for n in places.member_of[server] if n not in own]
         for number in targets:
@@ -303,15 +314,15 @@ class RoutingAdvice:
 
 
 def advise(
-    snapshot: Snapshot, traffic: PodTraffic, max_endpoint_load: float, price: Price
+    snapshot: Snapshot, calls: ServiceCalls, max_endpoint_load: float, price: Price
 ) -> list[RoutingAdvice]:
     """Every Service with calls, heaviest crossing first. PreferSameZone is recommended where
     it keeps traffic local and no ready endpoint would take more than `max_endpoint_load` times
     an even share of the calls: unlike Topology Aware Routing, the field has no safeguard
     against a zone with many clients and one endpoint."""
     advice = [
-        _advice(snapshot.services[key], calls, max_endpoint_load, price)
-        for key, calls in calls_of(traffic, snapshot).items()
+        _advice(snapshot.services[key], called, max_endpoint_load, price)
+        for key, called in calls_of(calls).items()
     ]
     return sorted(advice, key=lambda a: (-a.crossing_today, a.service))
 
@@ -379,58 +390,68 @@ def changes(advice: Sequence[RoutingAdvice], snapshot: Snapshot) -> dict[str, Di
     }
 
 
-def rerouted(
-    traffic: PodTraffic, snapshot: Snapshot, distributions: Mapping[str, Distribution]
-) -> PodTraffic:
+def rerouted(places: ServiceCalls, distributions: Mapping[str, Distribution]) -> PodTraffic:
     """The pod-pair rates as they would be with these Services' trafficDistribution set: each
-    client's calls to one of them summed, then sent where kube-proxy would send them under the
-    hints that would be written. Other pairs keep their rates, as do the calls to a pod behind
-    several Services, which cannot be told apart."""
-    places = _places(traffic, snapshot)
+    client's calls to one of them summed, then spread over the endpoints kube-proxy would pick
+    under the hints that would be written. Other pairs keep their rates, as do the calls to or
+    from a pod behind several Services, which cannot be told apart. In arrays: a large cluster
+    has a million pairs, and the endpoints are worked out once per Service and zone."""
+    traffic = places.traffic
     changed = np.array([s.key in distributions for s in places.services], np.bool_)
-    number = {key: index for index, key in enumerate(traffic.pods)}
-    clients = np.concatenate([traffic.first, traffic.second])
-    servers = np.concatenate([traffic.second, traffic.first])
-    parts = np.concatenate([traffic.forward, traffic.rate - traffic.forward])
-    service = places.service[servers]
-    own = places.service[clients]
-    moved = (parts > 0) & (service >= 0) & (own != service)
+    clients, servers, parts = places.clients, places.servers, places.parts
+    service, own = places.service[servers], places.service[clients]
+    moved = (parts > 0) & (service >= 0) & (own != service) & (own != MULTIPLE)
     moved[moved] = changed[service[moved]]
-    totals: dict[tuple[int, int], float] = defaultdict(float)
-    for client, target, part in zip(
-        clients[moved].tolist(), service[moved].tolist(), parts[moved].tolist(), strict=True
-    ):
-        totals[client, target] += part
     kept = ~moved & (parts > 0)
-    sources, destinations, values = [clients[kept]], [servers[kept]], [parts[kept]]
-    routes: dict[tuple[int, int, int], list[int]] = {}
+    count = len(places.services)
+    # Each client's calls to each Service, summed.
+    found, position = np.unique(clients[moved] * count + service[moved], return_inverse=True)
+    totals = group_sums(position, parts[moved], len(found))
+    client, target = found // count, found % count
+    # The endpoints for each Service and place (node where it may route by node, else zone).
+    by_node = np.array(
+        [
+            s.internal_traffic_policy == "Local" or distributions.get(s.key) == "PreferSameNode"
+            for s in places.services
+        ],
+        np.bool_,
+    )
+    node = np.where(by_node[target], places.node[client], -1) if len(target) else target
+    slots_node, slots_zone = len(places.node_names) + 1, len(places.zone_names) + 1
+    keys = (target * slots_node + node + 1) * slots_zone + places.zone[client] + 1
+    places_found, place_of = np.unique(keys, return_inverse=True)
+    number = {key: index for index, key in enumerate(traffic.pods)}
     pickers: dict[int, Chooser] = {}
-    for (client, target), total in totals.items():
-        node, zone = int(places.node[client]), int(places.zone[client])
-        key = (target, node, zone)
-        if key not in routes:
-            if target not in pickers:
-                svc = places.services[target]
-                endpoints = hinted(svc.endpoints, distributions[svc.key])
-                pickers[target] = Chooser(endpoints, svc.internal_traffic_policy == "Local")
-            pick = pickers[target]
-            near = pick(
-                places.node_names[node] if node >= 0 else None,
-                places.zone_names[zone] if zone >= 0 else None,
-            )
-            reached_pods = [pick.endpoints[i].pod for i in near]
-            routes[key] = [number.setdefault(pod, len(number)) for pod in reached_pods if pod]
-        reached = [index for index in routes[key] if index != client]
-        if reached:
-            sources.append(np.full(len(reached), client, np.int64))
-            destinations.append(np.array(reached, np.int64))
-            values.append(np.full(len(reached), total / len(reached)))
-    keys = tuple(number)
+    reached: list[int] = []
+    sizes: list[int] = []
+    for key in places_found.tolist():
+        rest, zone_slot = divmod(key, slots_zone)
+        svc_number, node_slot = divmod(rest, slots_node)
+        if svc_number not in pickers:
+            svc = places.services[svc_number]
+            endpoints = hinted(svc.endpoints, distributions[svc.key])
+            pickers[svc_number] = Chooser(endpoints, svc.internal_traffic_policy == "Local")
+        pick = pickers[svc_number]
+        near = pick(
+            places.node_names[node_slot - 1] if node_slot else None,
+            places.zone_names[zone_slot - 1] if zone_slot else None,
+        )
+        pods = [number.setdefault(pod, len(number)) for i in near if (pod := pick.endpoints[i].pod)]
+        reached += pods
+        sizes.append(len(pods))
+    # Every client's total spread evenly over its place's endpoints; none: dropped, as
+    # kube-proxy drops a Local call on a node without an endpoint.
+    size = np.array(sizes, np.int64)[place_of] if len(place_of) else np.zeros(0, np.int64)
+    starts = (np.cumsum(sizes) - sizes)[place_of] if len(place_of) else size
+    first_out = np.cumsum(size) - size
+    within = np.arange(int(size.sum())) - np.repeat(first_out, size)
+    destinations = np.array(reached, np.int64)[np.repeat(starts, size) + within]
+    values = np.repeat(totals / np.maximum(size, 1), size)
     return PodTraffic.undirected(
-        keys,
-        np.concatenate(sources),
-        np.concatenate(destinations),
-        np.concatenate(values),
+        tuple(number),
+        np.concatenate([clients[kept], np.repeat(client, size)]),
+        np.concatenate([servers[kept], destinations]),
+        np.concatenate([parts[kept], values]),
         unmatched=traffic.unmatched,
         series=traffic.series,
     )

@@ -25,7 +25,7 @@ from rebalancer.cost.edge_arrays import EdgeArrays
 from rebalancer.cost.figures import Figures, Price
 from rebalancer.cost.model import CostModel
 from rebalancer.cost.pod_pairs import PodCostModel
-from rebalancer.cost.routing import RoutingAdvice, advise, changes, rerouted
+from rebalancer.cost.routing import RoutingAdvice, ServiceCalls, advise, changes, rerouted
 from rebalancer.cost.workload_pairs import WorkloadCostModel
 from rebalancer.planning.landing import Hint, Judged, Landing, expected_landing, judge
 from rebalancer.planning.planner import plan
@@ -91,6 +91,13 @@ def build_view(
     policy: Policy, snapshot: Snapshot, traffic: Traffic, topology: Topology | None = None
 ) -> ClusterView:
     topology = topology or topology_of(policy, snapshot)
+    cost = cost_model(policy, snapshot, traffic, topology)
+    return ClusterView(snapshot, topology, cost, Occupancy.from_snapshot(snapshot))
+
+
+def cost_model(
+    policy: Policy, snapshot: Snapshot, traffic: Traffic, topology: Topology
+) -> CostModel:
     node_locations = topology.node_locations
     locations = {
         key: node_locations[pod.node_name]
@@ -98,13 +105,10 @@ def build_view(
         if pod.node_name in node_locations
     }
     min_pair_rate = policy.thresholds.min_pair_rate
-    cost: CostModel
     if isinstance(traffic, WorkloadTraffic):
-        cost = WorkloadCostModel.of(traffic, topology, locations, min_pair_rate)
-    else:
-        arrays = EdgeArrays.of(traffic, locations, min_pair_rate)
-        cost = PodCostModel(arrays, topology, {pod: locations[pod] for pod in arrays.pods})
-    return ClusterView(snapshot, topology, cost, Occupancy.from_snapshot(snapshot))
+        return WorkloadCostModel.of(traffic, topology, locations, min_pair_rate)
+    arrays = EdgeArrays.of(traffic, locations, min_pair_rate)
+    return PodCostModel(arrays, topology, {pod: locations[pod] for pod in arrays.pods})
 
 
 def propose(policy: Policy, view: ClusterView) -> list[Candidate]:
@@ -134,19 +138,20 @@ def plan_cycle(
         )
     topology = topology_of(policy, snapshot)
     rules = PlanningRules.of(policy, topology)
-    routing = routing_advice(policy, snapshot, traffic, rules.price)
+    calls = service_calls(policy, snapshot, traffic)
+    routing = routing_advice(policy, snapshot, calls, rules.price)
     planned: Traffic = traffic
     assumed = changes(routing, snapshot) if policy.routing.plan_around else {}
-    if assumed and isinstance(traffic, PodTraffic):  # advice comes from pod traffic only
-        planned = rerouted(traffic, snapshot, assumed)
+    if assumed and calls is not None:
+        planned = rerouted(calls, assumed)
     view = build_view(policy, snapshot, planned, topology)
     candidates = propose(policy, view)
     observed = state.observe(candidates)
     required = policy.persistence.cycles if persistence_required is None else persistence_required
     result = plan(view, candidates, rules, observed, now=now, persistence_required=required)
     today = None
-    if assumed:
-        actual = build_view(policy, snapshot, traffic, topology).cost
+    if planned is not traffic:
+        actual = cost_model(policy, snapshot, traffic, topology)
         today = actual.tally(snapshot).figures(topology, rules.price)
     return CycleOutcome(
         topology,
@@ -159,14 +164,21 @@ def plan_cycle(
     )
 
 
+def service_calls(policy: Policy, snapshot: Snapshot, traffic: Traffic) -> ServiceCalls | None:
+    """The traffic read as calls to Services, when the policy weighs routing: from pod-level
+    traffic only, for now, as a workload-level answer does not say which pod calls."""
+    if not policy.routing.advise or not isinstance(traffic, PodTraffic):
+        return None
+    return ServiceCalls.of(traffic, snapshot) if snapshot.services else None
+
+
 def routing_advice(
-    policy: Policy, snapshot: Snapshot, traffic: Traffic, price: Price
+    policy: Policy, snapshot: Snapshot, calls: ServiceCalls | None, price: Price
 ) -> tuple[RoutingAdvice, ...]:
-    """Per Service, what PreferSameZone would keep in its zone; from pod-level traffic only, for
-    now: a workload-level answer does not say which pod calls."""
-    if not (policy.routing.advise and isinstance(traffic, PodTraffic) and snapshot.services):
+    """Per Service, what PreferSameZone would keep in its zone."""
+    if calls is None:
         return ()
-    return tuple(advise(snapshot, traffic, policy.routing.max_endpoint_load, price))
+    return tuple(advise(snapshot, calls, policy.routing.max_endpoint_load, price))
 
 
 def judge_landings(
