@@ -21,6 +21,7 @@ from rebalancer.cost.routing import (
     hinted,
     rerouted,
     route,
+    topology_mode,
 )
 from rebalancer.planning.cycle import plan_cycle
 from rebalancer.planning.report import outcome_json, outcome_table
@@ -189,14 +190,14 @@ def test_calls_go_from_the_source_to_its_destinations_services_only() -> None:
     )
     traffic = PodTraffic.of(
         {
-            ("default/web", "default/api-0"): 3.0,  # a call
-            ("default/api-0", "default/web"): 1.0,  # the replies, as flow counts include them
+            ("default/web", "default/api-0"): 3.0,  # calls
+            ("default/api-0", "default/web"): 1.0,  # their replies, which flow counts include
             ("default/api-0", "default/api-1"): 5.0,  # peers: not calls to their own Service
         }
     )
     calls = calls_of(ServiceCalls.of(traffic, snapshot))
     assert list(calls) == ["default/api"]  # the headless Service routes nothing
-    assert calls["default/api"] == [Call(None, "a", 3.0)]  # summed per zone
+    assert calls["default/api"] == [Call(None, "a", 4.0)]  # replies and all, per zone
 
 
 def test_the_plan_says_which_services_routing_would_keep_in_their_zone() -> None:
@@ -307,3 +308,55 @@ def test_moves_are_planned_on_the_traffic_the_recommended_routing_leaves() -> No
         assert outcome.today is None and outcome.plan is not None
         assert outcome.plan.before.crossing["zone"] == pytest.approx(6000.0)
         assert outcome.routing[0].recommended == "PreferSameZone"  # still said
+
+
+@pytest.mark.parametrize(
+    ("annotations", "expected"),
+    [
+        (
+            {"service.kubernetes.io/topology-mode": "Auto"},
+            "service.kubernetes.io/topology-mode=Auto",
+        ),
+        ({"service.kubernetes.io/topology-mode": "AUTO"}, None),
+        (
+            {
+                "service.kubernetes.io/topology-aware-hints": "Disabled",
+                "service.kubernetes.io/topology-mode": "Auto",
+            },
+            None,  # the deprecated key, where set, is the one read
+        ),
+    ],
+)
+def test_the_topology_annotation_is_read_as_the_endpointslice_controller_reads_it(
+    annotations: dict[str, str], expected: str | None
+) -> None:
+    def annotate(service: b.Obj) -> None:
+        service["metadata"]["annotations"] = annotations
+
+    [service] = _cluster(THREE, CLIENTS, mutate=annotate).services.values()
+    assert topology_mode(service) == expected
+
+
+def test_local_calls_use_the_nodes_terminating_endpoints_when_it_has_no_ready_one() -> None:
+    leaving = Endpoint("default/a0", "n1", "a", False, True, True)
+    elsewhere = _endpoint("a1", "n2", "a")
+    assert chosen([leaving, elsewhere], "n1", "a", True) == [leaving]
+    assert chosen([leaving, elsewhere], "n2", "a", True) == [elsewhere]
+
+
+def test_replies_are_rerouted_with_their_calls() -> None:
+    """Flow counts name each pair both ways; the replies follow the calls they answer."""
+    traffic = PodTraffic.of(
+        {
+            **{(f"default/{c}", f"default/{s}"): 600.0 for c, _ in CLIENTS for s, _ in THREE},
+            **{(f"default/{s}", f"default/{c}"): 400.0 for c, _ in CLIENTS for s, _ in THREE},
+        }
+    )
+    routed = rerouted(
+        ServiceCalls.of(traffic, _cluster(THREE, CLIENTS)), {"default/api": "PreferSameZone"}
+    )
+    assert routed.rates == {
+        ("default/api-0", "default/web-a"): 3000.0,
+        ("default/api-1", "default/web-b"): 3000.0,
+        ("default/api-2", "default/web-c"): 3000.0,
+    }

@@ -32,7 +32,8 @@ TOPOLOGY_MODE_ANNOTATIONS = (
     "service.kubernetes.io/topology-aware-hints",
     "service.kubernetes.io/topology-mode",
 )
-"""Topology Aware Routing, older than the field; set to Auto it wins over trafficDistribution."""
+"""Topology Aware Routing, older than the field; set to Auto it wins over trafficDistribution.
+The EndpointSlice controller reads the first (deprecated) where it is set, else the second."""
 
 Distribution = Literal["Cluster", "PreferSameZone", "PreferSameNode"]
 SAME = 1e-9
@@ -49,11 +50,13 @@ def distribution_of(value: str | None) -> Distribution:
 
 
 def topology_mode(service: Service) -> str | None:
-    """The Topology Aware Routing annotation's value, when it turns hints on."""
+    """The Topology Aware Routing annotation in force, when it turns hints on: as the
+    EndpointSlice controller's hintsEnabled reads it, the deprecated key where it is set, and
+    only the values Auto and auto."""
     for key in TOPOLOGY_MODE_ANNOTATIONS:
         value = service.annotations.get(key)
-        if value is not None and value.lower() == "auto":
-            return f"{key}={value}"
+        if value is not None:
+            return f"{key}={value}" if value in ("Auto", "auto") else None
     return None
 
 
@@ -90,9 +93,9 @@ class Chooser:
         self.by_node: dict[str, list[int]] = defaultdict(list)
         self.by_zone: dict[str, list[int]] = defaultdict(list)
         if local_only:
-            for i in self.ready:
-                if endpoints[i].node is not None:
-                    self.by_node[endpoints[i].node or ""].append(i)
+            # The node's ready endpoints, else its serving and terminating ones.
+            self.by_node.update(_by_node(endpoints, fallback))
+            self.by_node.update(_by_node(endpoints, ready))
             return
         if not ready:
             return
@@ -113,6 +116,15 @@ class Chooser:
             return self.by_node.get(node or "", [])
         near = self.by_node.get(node or "") or self.by_zone.get(zone or "")
         return near or self.ready
+
+
+def _by_node(endpoints: Sequence[Endpoint], positions: list[int]) -> dict[str, list[int]]:
+    grouped: dict[str, list[int]] = defaultdict(list)
+    for i in positions:
+        node = endpoints[i].node
+        if node is not None:
+            grouped[node].append(i)
+    return grouped
 
 
 @dataclass(frozen=True)
@@ -159,7 +171,7 @@ def route(
             away = sum(1 for i in targets if zones[i] is not None and zones[i] != call.zone)
             crossing += share * away
         if load is not None:
-            load[targets] += share
+            np.add.at(load, targets, share)  # an index listed twice takes two shares
     return Routed(crossing, dropped, {} if load is None else dict(enumerate(load.tolist())))
 
 
@@ -213,11 +225,19 @@ class ServiceCalls:
             np.int64,
             len(traffic.pods),
         )
+        # Where only one end of a pair is behind a Service, the pair is its client's calls both
+        # ways (flow counts include the replies); where both are, each way is read as named.
+        first_service, second_service = service_of[traffic.first], service_of[traffic.second]
+        serves_second = (second_service != -1) & (first_service == -1)
+        serves_first = (first_service != -1) & (second_service == -1)
+        forward, reverse = traffic.forward, traffic.rate - traffic.forward
+        toward_second = np.where(serves_first, 0.0, forward + np.where(serves_second, reverse, 0.0))
+        toward_first = np.where(serves_second, 0.0, reverse + np.where(serves_first, forward, 0.0))
         return cls(
             traffic,
             np.concatenate([traffic.first, traffic.second]),
             np.concatenate([traffic.second, traffic.first]),
-            np.concatenate([traffic.forward, traffic.rate - traffic.forward]),
+            np.concatenate([toward_second, toward_first]),
             services,
             service_of,
             located[:, 0],
@@ -229,9 +249,9 @@ class ServiceCalls:
 
 
 def calls_of(places: ServiceCalls) -> dict[str, list[Call]]:
-    """Service -> its clients' calls, from pod-pair rates. A rate goes from the pod its series
-    named as source to the Services of its destination; one named both ways (flow counts that
-    include replies) is read both ways. A Service's own endpoints calling it are left out, as are
+    """Service -> its clients' calls, from pod-pair rates: a pair with one end behind a Service
+    is calls to it, replies included; a pair with both ends behind Services is read each way as
+    its series named it. A Service's own endpoints calling it are left out, as are
     calls to a pod behind no Service; a pod behind several splits its calls evenly among them.
     Summed per Service and zone in arrays (per node where the Service may route by node): a
     large cluster has a million pairs."""
