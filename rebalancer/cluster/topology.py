@@ -24,6 +24,9 @@ DomainKey = tuple[str, ...]
 Location = tuple[str | None, ...]
 """Where a pod is, one label value per level; None where unknown (missing label, or not decided)."""
 
+ZONE_LABEL = "topology.kubernetes.io/zone"
+"""The well-known zone label: kube-proxy and the EndpointSlice controller read a node's zone from
+it, whatever levels a policy plans with."""
 SHARED = "*"
 """The value of every node at a level not in force. No label value can be `*` (values start with
 a letter or digit), so it never stands for a real domain."""

@@ -162,7 +162,7 @@ class Controller:
             return CycleReport(result, f"{outcome.failure.reason}: {outcome.failure.detail}")
         assert outcome.plan is not None
         self.metrics.observe_plan(
-            outcome.plan, outcome.now or outcome.plan.before, policy.price.currency
+            outcome.plan, outcome.today or outcome.plan.before, policy.price.currency
         )
         steering = None
         if policy.mode == "migrate" and self.hints is not None:

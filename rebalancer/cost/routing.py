@@ -16,18 +16,17 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, TypeVar
 
 import msgspec
 import numpy as np
 
 from rebalancer.arrays import Floats, Indices, group_sums
 from rebalancer.cluster.model import Endpoint, Service, Snapshot
+from rebalancer.cluster.topology import ZONE_LABEL
 from rebalancer.cost.figures import Price
 from rebalancer.traffic.model import PodTraffic
 
-ZONE_LABEL = "topology.kubernetes.io/zone"
-"""Where kube-proxy reads its node's zone, whatever levels the policy plans with."""
 TOPOLOGY_MODE_ANNOTATIONS = (
     "service.kubernetes.io/topology-aware-hints",
     "service.kubernetes.io/topology-mode",
@@ -175,6 +174,8 @@ def route(
     return Routed(crossing, dropped, {} if load is None else dict(enumerate(load.tolist())))
 
 
+Key = TypeVar("Key", Indices, int)
+"""A number standing for a Service, node and zone: one, or an array of them."""
 MULTIPLE = -2
 """In `ServiceCalls.service`: a pod behind several Services."""
 
@@ -247,6 +248,21 @@ class ServiceCalls:
             member_of,
         )
 
+    def key(self, service: Key, node: Key | int, zone: Key | int) -> Key:
+        """One number per (Service, node, zone), -1 standing for none, for numpy to group by."""
+        nodes, zones = len(self.node_names) + 1, len(self.zone_names) + 1
+        return (service * nodes + node + 1) * zones + zone + 1
+
+    def place(self, key: int) -> tuple[int, str | None, str | None]:
+        """The Service's number, the node and the zone a `key` stands for."""
+        rest, zone = divmod(key, len(self.zone_names) + 1)
+        service, node = divmod(rest, len(self.node_names) + 1)
+        return (
+            service,
+            self.node_names[node - 1] if node else None,
+            self.zone_names[zone - 1] if zone else None,
+        )
+
 
 def calls_of(places: ServiceCalls) -> dict[str, list[Call]]:
     """Service -> its clients' calls, from pod-pair rates: a pair with one end behind a Service
@@ -267,41 +283,37 @@ def calls_of(places: ServiceCalls) -> dict[str, list[Call]]:
         ],
         np.bool_,
     )
-    rates: dict[tuple[int, int, int], float] = defaultdict(float)
-    slots_node, slots_zone = len(places.node_names) + 1, len(places.zone_names) + 1
+    rates: dict[int, float] = defaultdict(float)
+    """By `places.key`: Service, node (or none) and zone."""
     service, zone = server_service[simple], places.zone[clients[simple]]
     per_node = by_node[service] if len(service) else np.zeros(0, np.bool_)
     # Per Service and zone, the common case, counted into a dense table: no sort.
+    slots_zone = len(places.zone_names) + 1
     zonal = service[~per_node] * slots_zone + zone[~per_node] + 1
     table = np.bincount(zonal, parts[simple][~per_node], len(places.services) * slots_zone)
-    for key in np.flatnonzero(table).tolist():
-        number, zone_slot = divmod(key, slots_zone)
-        rates[number, -1, zone_slot - 1] += float(table[key])
+    for dense in np.flatnonzero(table).tolist():
+        number, zone_slot = divmod(dense, slots_zone)
+        rates[places.key(number, -1, zone_slot - 1)] += float(table[dense])
     # Per Service, node and zone where the Service may route by node.
     node = places.node[clients[simple]][per_node]
-    keys = (service[per_node] * slots_node + node + 1) * slots_zone + zone[per_node] + 1
-    found, position = np.unique(keys, return_inverse=True)
+    found, position = np.unique(
+        places.key(service[per_node], node, zone[per_node]), return_inverse=True
+    )
     sums = group_sums(position, parts[simple][per_node], len(found))
     for key, rate in zip(found.tolist(), sums.tolist(), strict=True):
-        rest, zone_slot = divmod(key, slots_zone)
-        number, node_slot = divmod(rest, slots_node)
-        rates[number, node_slot - 1, zone_slot - 1] += rate
+        rates[key] += rate
     for index in np.flatnonzero(called & ~single).tolist():  # pods behind several Services
         client, server = places.traffic.pods[clients[index]], places.traffic.pods[servers[index]]
         own = places.member_of.get(client, [])
         targets = [n for n in places.member_of[server] if n not in own]
         for number in targets:
             at = int(places.node[clients[index]]) if by_node[number] else -1
-            rates[number, at, int(places.zone[clients[index]])] += parts[index] / len(targets)
+            key = places.key(number, at, int(places.zone[clients[index]]))
+            rates[key] += parts[index] / len(targets)
     calls: dict[str, list[Call]] = defaultdict(list)
-    for (number, at, zone_number), rate in rates.items():
-        calls[places.services[number].key].append(
-            Call(
-                places.node_names[at] if at >= 0 else None,
-                places.zone_names[zone_number] if zone_number >= 0 else None,
-                rate,
-            )
-        )
+    for key, rate in rates.items():
+        number, node_name, zone_name = places.place(key)
+        calls[places.services[number].key].append(Call(node_name, zone_name, rate))
     return dict(calls)
 
 
@@ -437,25 +449,21 @@ def rerouted(places: ServiceCalls, distributions: Mapping[str, Distribution]) ->
         np.bool_,
     )
     node = np.where(by_node[target], places.node[client], -1) if len(target) else target
-    slots_node, slots_zone = len(places.node_names) + 1, len(places.zone_names) + 1
-    keys = (target * slots_node + node + 1) * slots_zone + places.zone[client] + 1
-    places_found, place_of = np.unique(keys, return_inverse=True)
+    places_found, place_of = np.unique(
+        places.key(target, node, places.zone[client]), return_inverse=True
+    )
     number = {key: index for index, key in enumerate(traffic.pods)}
     pickers: dict[int, Chooser] = {}
     reached: list[int] = []
     sizes: list[int] = []
     for key in places_found.tolist():
-        rest, zone_slot = divmod(key, slots_zone)
-        svc_number, node_slot = divmod(rest, slots_node)
+        svc_number, node_name, zone_name = places.place(key)
         if svc_number not in pickers:
             svc = places.services[svc_number]
             endpoints = hinted(svc.endpoints, distributions[svc.key])
             pickers[svc_number] = Chooser(endpoints, svc.internal_traffic_policy == "Local")
         pick = pickers[svc_number]
-        near = pick(
-            places.node_names[node_slot - 1] if node_slot else None,
-            places.zone_names[zone_slot - 1] if zone_slot else None,
-        )
+        near = pick(node_name, zone_name)
         pods = [number.setdefault(pod, len(number)) for i in near if (pod := pick.endpoints[i].pod)]
         reached += pods
         sizes.append(len(pods))

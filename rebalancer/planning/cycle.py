@@ -56,13 +56,6 @@ class CycleOutcome:
     """The traffic as routed now, when the plan was made on the traffic as the recommended
     routing would send it: the plan's `before` is then after those routing changes."""
 
-    @property
-    def now(self) -> Figures | None:
-        """The figures of the traffic as it is routed and placed now."""
-        if self.today is not None:
-            return self.today
-        return None if self.plan is None else self.plan.before
-
 
 @contextmanager
 def collector_paused() -> Iterator[None]:

@@ -17,10 +17,10 @@ import msgspec
 from rebalancer.cluster.fit import Occupancy
 from rebalancer.cluster.model import Pod, Snapshot
 from rebalancer.cluster.parse import parse_items
+from rebalancer.cluster.topology import ZONE_LABEL
 from rebalancer.simulator.scenario import (
     COMPLETION_INDEX,
     LEVEL_LABELS,
-    ZONE_LABEL,
     LevelName,
     PlacedPod,
     Scenario,

@@ -17,10 +17,10 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from rebalancer.cluster.model import Endpoint, Service
+from rebalancer.cluster.topology import ZONE_LABEL
 from rebalancer.cost.routing import Chooser, distribution_of, hinted
 from rebalancer.files import parse_yaml_model, read_text
 
-ZONE_LABEL = "topology.kubernetes.io/zone"
 RACK_LABEL = "topology.kubernetes.io/rack"
 HOST_LABEL = "kubernetes.io/hostname"
 LevelName = Literal["zone", "rack", "host"]
@@ -131,6 +131,11 @@ class TrafficSpec(_Strict):
     where kube-proxy would under the Service's trafficDistribution (spread over every server pod
     when it has none), and within one workload every pod talks to every other (all-to-all)."""
     rate: Annotated[float, Field(gt=0)]
+
+    @property
+    def through_service(self) -> bool:
+        """Calls from one workload to another through its Service (not peers within one)."""
+        return self.routing == "even" and _qualified(self.source) != _qualified(self.destination)
 
     @model_validator(mode="after")
     def _pairs_differ(self) -> TrafficSpec:
@@ -378,6 +383,22 @@ def service_endpoints(
     return hinted(endpoints, distribution_of(distribution))
 
 
+def _by_workload(pods: Iterable[PlacedPod]) -> dict[str, list[PlacedPod]]:
+    grouped: dict[str, list[PlacedPod]] = {}
+    for pod in pods:
+        grouped.setdefault(pod.workload, []).append(pod)
+    return grouped
+
+
+def _routing(
+    scenario: Scenario, distributions: Mapping[str, str | None] | None
+) -> dict[str, str | None]:
+    """Each workload's Service's trafficDistribution: the scenario's, or a change made since."""
+    routed: dict[str, str | None] = {w.key: w.traffic_distribution for w in scenario.workloads}
+    routed.update(distributions or {})
+    return routed
+
+
 def services(
     scenario: Scenario,
     pods: Iterable[PlacedPod],
@@ -385,20 +406,14 @@ def services(
 ) -> dict[str, Service]:
     """The Service in front of each workload another one calls, by its key (the workload's),
     with its endpoints and their hints as the EndpointSlice controller keeps them."""
-    served = {
-        _qualified(flow.destination)
-        for flow in scenario.traffic
-        if flow.routing == "even" and _qualified(flow.source) != _qualified(flow.destination)
-    }
-    by_workload: dict[str, list[PlacedPod]] = {}
-    for pod in pods:
-        by_workload.setdefault(pod.workload, []).append(pod)
-    overrides = distributions or {}
+    served = {_qualified(flow.destination) for flow in scenario.traffic if flow.through_service}
+    by_workload = _by_workload(pods)
+    routed = _routing(scenario, distributions)
     found = {}
     for workload in scenario.workloads:
         if workload.key not in served:
             continue
-        distribution = overrides.get(workload.key, workload.traffic_distribution)
+        distribution = routed[workload.key]
         found[workload.key] = Service(
             namespace=workload.namespace,
             name=workload.name,
@@ -419,9 +434,7 @@ def pair_rates(
     """(source pod, destination pod) -> rate, for the pods running now. `distributions`: the
     trafficDistribution of a workload's Service where it differs from the scenario's (a routing
     change made during the run)."""
-    by_workload: dict[str, list[PlacedPod]] = {}
-    for pod in pods:
-        by_workload.setdefault(pod.workload, []).append(pod)
+    by_workload = _by_workload(pods)
     rates: dict[tuple[str, str], float] = {}
 
     def add(source: PlacedPod, destination: PlacedPod, rate: float) -> None:
@@ -429,8 +442,7 @@ def pair_rates(
             pair = (source.key, destination.key)
             rates[pair] = rates.get(pair, 0.0) + rate
 
-    routed: dict[str, str | None] = {w.key: w.traffic_distribution for w in scenario.workloads}
-    routed.update(distributions or {})
+    routed = _routing(scenario, distributions)
     for flow in scenario.traffic:
         clients = _ordinal_order(by_workload.get(_qualified(flow.source), []))
         servers = _ordinal_order(by_workload.get(_qualified(flow.destination), []))
@@ -438,7 +450,7 @@ def pair_rates(
             continue
         per_client = flow.rate / len(clients)
         destination = _qualified(flow.destination)
-        through_service = flow.routing == "even" and _qualified(flow.source) != destination
+        through_service = flow.through_service
         if through_service:
             endpoints = service_endpoints(servers, routed.get(destination))
             pick = Chooser(endpoints, local_only=False)

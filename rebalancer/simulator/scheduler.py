@@ -16,9 +16,7 @@ from dataclasses import dataclass
 
 from rebalancer.cluster.fit import Occupancy, rejection
 from rebalancer.cluster.model import Node, Pod, Snapshot
-from rebalancer.simulator.scenario import (
-    ZONE_LABEL,
-)
+from rebalancer.cluster.topology import ZONE_LABEL
 
 _LEAST_ALLOCATED, _SPREAD, _NODE_AFFINITY = 1, 2, 2
 """kube-scheduler's default weights for the score plugins the simulation models."""

@@ -21,8 +21,9 @@ from harness.webhook import webhook_configuration
 from rebalancer.clients.hints import HintStore
 from rebalancer.clients.stores import ConfigMapState
 from rebalancer.clients.watch_cache import WatchCache
+from rebalancer.cluster.topology import ZONE_LABEL
 from rebalancer.planning.types import Move
-from rebalancer.simulator.scenario import ZONE_LABEL, WorkloadSpec, parse_scenario, workload_objects
+from rebalancer.simulator.scenario import WorkloadSpec, parse_scenario, workload_objects
 from tests.e2e.setups import Setup, before_executing, split_pair_setup
 
 pytestmark = pytest.mark.e2e

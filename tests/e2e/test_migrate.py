@@ -22,12 +22,13 @@ from rebalancer.clients.events import EventRecorder
 from rebalancer.clients.hints import HintStore
 from rebalancer.clients.kube_api import list_raw, read_snapshot
 from rebalancer.clients.stores import ConfigMapState, FixedPolicy
+from rebalancer.cluster.topology import ZONE_LABEL
 from rebalancer.config.policy import parse_policy
 from rebalancer.controller.loop import Controller
 from rebalancer.controller.metrics import ControllerMetrics
 from rebalancer.planning.landing import Hint, Landing
 from rebalancer.planning.state import PlannerState
-from rebalancer.simulator.scenario import ZONE_LABEL, PdbSpec, WorkloadSpec, workload_objects
+from rebalancer.simulator.scenario import PdbSpec, WorkloadSpec, workload_objects
 from rebalancer.webhook.server import WebhookServer
 from rebalancer.webhook.serving_keys import shared_serving_keys
 from tests.conftest import LIVE_POLICY_YAML, split_pair_scenario

@@ -21,8 +21,9 @@ from harness.process import free_port, wait_until
 from harness.webhook import webhook_configuration
 from rebalancer.clients.hints import HintStore
 from rebalancer.clients.kube_api import list_raw
+from rebalancer.cluster.topology import ZONE_LABEL
 from rebalancer.planning.landing import Hint
-from rebalancer.simulator.scenario import ZONE_LABEL, WorkloadSpec, workload_objects
+from rebalancer.simulator.scenario import WorkloadSpec, workload_objects
 from rebalancer.webhook.server import WebhookServer
 from rebalancer.webhook.serving_keys import (
     issued_serving_keys,
