@@ -92,7 +92,9 @@ class Stages:
 def measure_cycle(cluster_path: Path, answer_path: Path, granularity: str) -> dict[str, Any]:
     """The stages of one cycle, in the order the controller runs them, with the collector paused
     as the controller and `rebalancer plan` pause it."""
-    policy: Policy = parse_policy(DEFAULT_POLICY + SOURCES[granularity], "bench policy")
+    # Routing weighed in full, plan_around included, so its whole cost is measured.
+    text = DEFAULT_POLICY + SOURCES[granularity] + "routing: {plan_around: true}\n"
+    policy: Policy = parse_policy(text, "bench policy")
     cluster_bytes = cluster_path.read_bytes()
     source = TrafficInput(policy.traffic, RecordedAnswer(answer_path.read_bytes(), "answer"))
     stages = Stages()

@@ -282,7 +282,9 @@ def test_rerouted_traffic_sends_each_clients_calls_to_its_zone() -> None:
 def test_moves_are_planned_on_the_traffic_the_recommended_routing_leaves() -> None:
     """Routing keeps all of it local, so the plan spends no move on it and says so in three
     columns; with plan_around off, or the Service's routing kept, it plans as routed today."""
-    policy = make_policy(traffic={"source": "hubble", "unit": "bytes/s"})
+    policy = make_policy(
+        traffic={"source": "hubble", "unit": "bytes/s"}, routing={"plan_around": True}
+    )
     outcome = plan_cycle(policy, _cluster(THREE, CLIENTS), _even_calls(), PlannerState(), now=1e6)
     assert outcome.today is not None and outcome.today.crossing["zone"] == pytest.approx(6000.0)
     assert outcome.plan is not None and outcome.plan.before.crossing["zone"] == 0.0

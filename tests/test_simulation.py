@@ -424,7 +424,8 @@ def test_routing_alone_fixes_spread_services_and_moves_fix_what_it_cannot() -> N
     assert routed.summary()["moves"] == 0 and routed.summary()["routing_changes"] == 3
     mixed = load_scenario(SCENARIOS / "routing-and-moves.yaml")
     alone = simulate(mixed, policy, cycles=10, mode="migrate", seed=0, moves=False, routing=True)
-    both = simulate(mixed, policy, cycles=10, mode="migrate", seed=0, routing=True)
+    around = parse_policy(DEFAULT_POLICY + "routing: {plan_around: true}\n", "around")
+    both = simulate(mixed, around, cycles=10, mode="migrate", seed=0, routing=True)
     kept = simulate(mixed, policy, cycles=10, mode="migrate", seed=0)
     assert kept.summary()["routing_changes"] == 0
     assert both.cycles[-1].crossing["zone"] < alone.cycles[-1].crossing["zone"]

@@ -309,10 +309,13 @@ class Routing(Strict):
     advise: bool = True
     """Weigh routing: say per Service what PreferSameZone would keep in its zone (the plan's
     routing section), and plan around it as below. False: neither."""
-    plan_around: bool = True
+    plan_around: bool = False
     """Plan moves on the traffic as the recommended routing would send it, so no move is spent
-    on what a routing change removes. A Service annotated `topology-rebalancer.io/routing: keep`
-    may not have its routing changed: its traffic is planned for as it is routed today."""
+    on what a routing change removes. Turn it on once the recommended routing is being set:
+    until it is, moves are planned for traffic that does not exist, and in the simulator that
+    left hotel-reservation's cost after 20 cycles at 82,733 against 62,996 with it off. A
+    Service annotated `topology-rebalancer.io/routing: keep` may not have its routing changed:
+    its traffic is planned for as it is routed today."""
     max_endpoint_load: Annotated[float, Field(ge=1)] = 2.0
     """Advise it only where no ready endpoint would get more than this many times an even share
     of the Service's calls: unlike Topology Aware Routing, the field has no safeguard for a zone
