@@ -1,6 +1,6 @@
-"""`python -m harness.bundles`: writes examples/install/bundle/, each overlay of deploy/ and the
-monitoring component rendered by kustomize, so that a copy of examples/install/ installs without
-this repository beside it."""
+"""`python -m harness.bundles`: writes examples/install/bundle/, each overlay and component of
+deploy/ rendered by kustomize, so that a copy of examples/install/ installs without this
+repository beside it."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from harness.paths import DEPLOY, EXAMPLES
 
 INSTALL = EXAMPLES / "install"
 BUNDLES = INSTALL / "bundle"
+COMPONENTS = ("monitoring", "routing")
 MONITORING = DEPLOY / "components" / "monitoring"
 
 
@@ -31,13 +32,14 @@ def render() -> dict[str, str]:
         + kustomize(DEPLOY / "overlays" / overlay)
         for overlay in OVERLAYS
     }
-    with tempfile.TemporaryDirectory() as scratch:
-        # A component cannot be built alone, and kustomize refuses absolute paths to one.
-        component = os.path.relpath(MONITORING, scratch)
-        (Path(scratch) / "kustomization.yaml").write_text(f"components: [{component}]\n")
-        bundles["monitoring.yaml"] = _header("deploy/components/monitoring") + kustomize(
-            Path(scratch)
-        )
+    for name in COMPONENTS:
+        with tempfile.TemporaryDirectory() as scratch:
+            # A component cannot be built alone, and kustomize refuses absolute paths to one.
+            component = os.path.relpath(DEPLOY / "components" / name, scratch)
+            (Path(scratch) / "kustomization.yaml").write_text(f"components: [{component}]\n")
+            bundles[f"{name}.yaml"] = _header(f"deploy/components/{name}") + kustomize(
+                Path(scratch)
+            )
     return bundles
 
 

@@ -29,6 +29,7 @@ MODES: dict[str, dict[str, Any]] = {
     "monitored": {
         "monitoring": {"serviceMonitor": True, "prometheusRule": True, "dashboard": True}
     },
+    "routing-apply": {"mode": "evict", "policy": {"routing": {"apply": True}}},
     "secured-prometheus": {
         "prometheus": {
             "url": "https://mimir.example/prometheus",

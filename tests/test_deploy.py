@@ -165,6 +165,9 @@ def test_the_image_and_the_objects_say_the_packages_version() -> None:
         [container] = deployment["spec"]["template"]["spec"]["containers"]
         assert container["image"] == f"topology-rebalancer:{version}"
         assert all(o["metadata"]["labels"]["app.kubernetes.io/version"] == version for o in objects)
+    for text in bundles.render().values():
+        for o in objects_of(text):
+            assert o["metadata"]["labels"]["app.kubernetes.io/version"] == version
 
 
 @pytest.mark.integration
@@ -265,18 +268,25 @@ def _stale_namespace_references(objects: list[dict[str, Any]], stale: str) -> li
     return found
 
 
-def _install_copy(tmp_path: Path, bundle: str, namespace: str) -> Path:
-    """examples/install copied out of the repository, with its namespace and mode set."""
+def _install_copy(
+    tmp_path: Path, bundle: str, namespace: str, components: tuple[str, ...] = ()
+) -> Path:
+    """examples/install copied out of the repository, with its namespace and mode set, and the
+    bundles of `components` taken in as its comments say."""
     copy = tmp_path / "somewhere" / "install"
     shutil.copytree(INSTALL, copy)
     kustomization = copy / "kustomization.yaml"
     text = kustomization.read_text()
     text = text.replace("namespace: topology-rebalancer", f"namespace: {namespace}")
+    for component in components:
+        line = f"  # - bundle/{component}.yaml"
+        assert line in text
+        text = text.replace(line, f"  - bundle/{component}.yaml")
     kustomization.write_text(text.replace("bundle/dry-run.yaml", f"bundle/{bundle}.yaml"))
     return copy
 
 
-@pytest.mark.parametrize("bundle", [*OVERLAYS, "monitoring"])
+@pytest.mark.parametrize("bundle", [*OVERLAYS, *bundles.COMPONENTS])
 def test_the_bundles_are_deploy_rendered(bundle: str) -> None:
     """examples/install/bundle is what a copy installs; `python -m harness.bundles` writes it."""
     rendered = bundles.render()[f"{bundle}.yaml"]
@@ -288,8 +298,11 @@ def test_the_bundles_are_deploy_rendered(bundle: str) -> None:
 def test_a_copy_of_the_install_example_installs_anywhere_in_any_namespace(
     tmp_path: Path, overlay: str
 ) -> None:
-    objects = objects_of(kustomize(_install_copy(tmp_path, overlay, ELSEWHERE)))
+    copy = _install_copy(tmp_path, overlay, ELSEWHERE, ("routing",))
+    objects = objects_of(kustomize(copy))
     assert _stale_namespace_references(objects, "topology-rebalancer") == []
+    routing = find(objects, "ClusterRoleBinding", "topology-rebalancer-routing")
+    assert routing["subjects"][0]["namespace"] == ELSEWHERE
     namespaced = [o for o in objects if o["kind"] not in CLUSTER_SCOPED]
     assert {o["metadata"]["namespace"] for o in namespaced} == {ELSEWHERE}
     assert find(objects, "Namespace", ELSEWHERE)

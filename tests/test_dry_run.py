@@ -96,3 +96,15 @@ def test_in_dry_run_every_eviction_sent_is_a_dry_run_with_the_pods_uid() -> None
     assert [body.delete_options.dry_run for body in recording.evictions] == [["All"], ["All"]]
     uids = [body.delete_options.preconditions.uid for body in recording.evictions]
     assert uids == ["uid-web-1", "uid-web-2"]
+
+
+def test_only_the_routing_client_patches_a_service_and_always_with_the_dry_run_flag() -> None:
+    patching = [
+        (path.relative_to(PRODUCT).as_posix(), call)
+        for path in sorted(PRODUCT.rglob("*.py"))
+        for name, call in _called(path)
+        if name in {"patch_namespaced_service", "replace_namespaced_service"}
+    ]
+    assert [where for where, _call in patching] == ["clients/routing.py"]
+    for _where, call in patching:
+        assert "dry_run" in {keyword.arg for keyword in call.keywords}

@@ -11,7 +11,7 @@ from harness import builders as b
 from rebalancer.cluster.model import Endpoint, Snapshot
 from rebalancer.cost.figures import SECONDS_PER_MONTH, Price
 from rebalancer.cost.routing import (
-    KEEP_ANNOTATION,
+    ROUTING_ANNOTATION,
     Call,
     Chooser,
     RoutingAdvice,
@@ -297,7 +297,7 @@ def test_moves_are_planned_on_the_traffic_the_recommended_routing_leaves() -> No
     )
 
     def keep(service: b.Obj) -> None:
-        service["metadata"]["annotations"] = {KEEP_ANNOTATION: "keep"}
+        service["metadata"]["annotations"] = {ROUTING_ANNOTATION: "keep"}
 
     kept = plan_cycle(
         policy, _cluster(THREE, CLIENTS, mutate=keep), _even_calls(), PlannerState(), now=1e6

@@ -424,7 +424,12 @@ def test_services_read_their_routing_and_every_endpoint_once() -> None:
         [
             b.node("n1", "a"),
             b.node("n2", "b"),
-            b.service("api", {"app": "api"}, traffic_distribution="PreferSameZone"),
+            b.service(
+                "api",
+                {"app": "api"},
+                traffic_distribution="PreferSameZone",
+                mutate=lambda o: o["metadata"].update(resourceVersion="7"),
+            ),
             b.endpoint_slice("api-v4", "api", [("api-0", "n1", "a")], hinted="PreferSameZone"),
             ipv6,
             unset,
@@ -437,7 +442,7 @@ def test_services_read_their_routing_and_every_endpoint_once() -> None:
         "PreferSameZone",
         "Cluster",
     )
-    assert service.selector == {"app": "api"}
+    assert (service.selector, service.resource_version) == ({"app": "api"}, "7")
     first, second = service.endpoints
     assert (first.pod, first.node, first.zone, first.zone_hints) == (
         "default/api-0",

@@ -225,6 +225,8 @@ class Service:
     endpoints: tuple[Endpoint, ...] = ()
     """From every EndpointSlice of the Service, each pod once (a dual-stack Service lists it in
     a slice per address family)."""
+    resource_version: str = ""
+    """As read: a routing change is made at it, so one made on a Service changed since fails."""
 
     @property
     def key(self) -> str:

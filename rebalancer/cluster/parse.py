@@ -285,6 +285,7 @@ def _parse_service(reader: _Reader, item: WireObject) -> Service:
         internal_traffic_policy=spec.internalTrafficPolicy or "Cluster",
         annotations=metadata.annotations or {},
         headless=spec.clusterIP == "None",
+        resource_version=metadata.resourceVersion or "",
     )
 
 

@@ -34,6 +34,7 @@ class WireMetadata(msgspec.Struct):
     creationTimestamp: str | None = None  # noqa: N815
     uid: str | None = None
     generation: int | None = None
+    resourceVersion: str | None = None  # noqa: N815
 
 
 WireQuantities = dict[str, str | int | float]

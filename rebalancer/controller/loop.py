@@ -28,10 +28,12 @@ from rebalancer.clients.hints import HintStore
 from rebalancer.clients.inputs import TrafficInput
 from rebalancer.clients.kube_api import ApiClient
 from rebalancer.clients.prometheus import PrometheusAccess, PrometheusReader
+from rebalancer.clients.routing import RoutingClient
 from rebalancer.clients.stores import ReloadResult
 from rebalancer.cluster.model import Snapshot
 from rebalancer.config.policy import Mode, Policy
 from rebalancer.controller.metrics import ControllerMetrics
+from rebalancer.cost.routing import RoutingAdvice
 from rebalancer.errors import InputError, SourceUnavailableError, one_line
 from rebalancer.planning.cycle import (
     Acted,
@@ -42,6 +44,7 @@ from rebalancer.planning.cycle import (
     remember,
 )
 from rebalancer.planning.report import stray_warnings
+from rebalancer.planning.routing import routing_actions
 from rebalancer.planning.state import PlannerState
 from rebalancer.traffic.model import TrafficFailure
 
@@ -92,6 +95,9 @@ class Controller:
     unready_after: int = 1
     """Cycles in a row ending in `error` after which a leader reports unready."""
     errors_in_a_row: int = field(default=0, init=False)
+    announced: dict[str, tuple[str, float]] = field(default_factory=dict, init=False)
+    """Per Service, the routing Event last recorded and when, so it is not repeated every
+    cycle. Kept in memory: a new leader says each one once more."""
 
     def run_cycle(self) -> CycleReport:
         started = time.monotonic()
@@ -198,7 +204,39 @@ class Controller:
             )
         acted = [Acted(done.move, done.hint) for done in outcomes if done.result == "evicted"]
         self.state.save(remember(outcome.state, acted, policy, now))
+        self._route(outcome.routing, snapshot, policy, now)
         return CycleReport("ok", outcomes=tuple(outcomes))
+
+    def _route(
+        self, advice: tuple[RoutingAdvice, ...], snapshot: Snapshot, policy: Policy, now: float
+    ) -> None:
+        """After the evictions, which the plan's freshness matters more to: the routing Events
+        due and the routing changes the policy and each Service's annotation allow."""
+        self.metrics.observe_routing(advice, policy.price.currency)
+        actions = routing_actions(advice, snapshot, policy, now, self.announced)
+        self.announced = actions.announced
+        routing = RoutingClient(self.api, self.recorder, dry_run=policy.mode == "dry-run")
+        for announcement in actions.announcements:
+            routing.announce(announcement)
+        for change in actions.changes:
+            if not self._may_act():
+                break
+            done = routing.change(change)
+            self.metrics.routing_changes.labels(done.result).inc()
+            _log.info(
+                "routing %s: %s %s%s",
+                done.result,
+                change.service,
+                change.distribution,
+                f" ({done.detail})" if done.detail else "",
+                extra={
+                    "fields": {
+                        "result": done.result,
+                        "service": change.service,
+                        "distribution": change.distribution,
+                    }
+                },
+            )
 
     def _judge_landings(
         self, state: PlannerState, snapshot: Snapshot, now: float, policy: Policy

@@ -7,7 +7,7 @@ detail goes to Events, so the series count stays bounded however large the clust
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from socketserver import ThreadingMixIn
 from typing import Any, get_args
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
@@ -15,8 +15,10 @@ from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, make_wsgi_app
 
 from rebalancer.clients.eviction import EvictionResult
+from rebalancer.clients.routing import ChangeResult
 from rebalancer.clients.stores import ReloadResult
 from rebalancer.cost.figures import Figures
+from rebalancer.cost.routing import RoutingAdvice
 from rebalancer.identity import running_version
 from rebalancer.planning.cycle import CycleResult
 from rebalancer.planning.landing import LandingResult
@@ -80,6 +82,24 @@ class ControllerMetrics:
             "Cycles that moved nothing because the traffic data could not be trusted, by reason.",
             ["reason"],
         )
+        self.routing_kept_local = gauge(
+            "routing_kept_local",
+            "Traffic crossing zones that the recommended Service routing would keep in its zone, "
+            "in the source's unit.",
+        )
+        self.routing_saving = gauge(
+            "routing_saving_per_month",
+            "What the recommended Service routing would take off the cross-zone bill.",
+            ["currency"],
+        )
+        self.routing_recommended = gauge(
+            "routing_recommendations", "Services whose recommended routing differs from theirs."
+        )
+        self.routing_changes = counter(
+            "routing_changes",
+            "Routing changes the controller made or tried, by result.",
+            ["result"],
+        )
         self.leader = gauge("leader", "1 while this replica holds the lease and acts.")
         self.last_success = gauge(
             "last_success_timestamp_seconds", "When the last cycle that could act ended."
@@ -103,6 +123,8 @@ class ControllerMetrics:
             self.policy_reloads.labels(reload_result)
         for reason in get_args(FailureReason):
             self.traffic_failures.labels(reason)
+        for change_result in get_args(ChangeResult):
+            self.routing_changes.labels(change_result)
 
     def observe_plan(self, plan: Plan, now: Figures, currency: str) -> None:
         """`now`: the traffic as routed today, which `plan.before` is not when the plan assumed
@@ -114,6 +136,16 @@ class ControllerMetrics:
         self.moves_planned.set(len(plan.moves))
         for skip in plan.skipped:
             self.skips.labels(skip.category).inc()
+
+    def observe_routing(self, advice: Sequence[RoutingAdvice], currency: str) -> None:
+        """The money only where the traffic is in bytes, as for the cross-zone cost."""
+        recommended = [item for item in advice if item.kept_local > 0]
+        self.routing_kept_local.set(sum(item.kept_local for item in recommended))
+        self.routing_recommended.set(len(recommended))
+        if any(item.monthly_saved is not None for item in advice):
+            self.routing_saving.labels(currency).set(
+                sum(item.monthly_saved or 0.0 for item in recommended)
+            )
 
     def _observe_figures(self, figures: Figures, when: str, currency: str) -> None:
         for level, rate in figures.crossing.items():

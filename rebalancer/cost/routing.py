@@ -407,9 +407,10 @@ def _advice(
     return advice(SAME_ZONE, routed.crossing, note)
 
 
-KEEP_ANNOTATION = "topology-rebalancer.io/routing"
-"""On a Service, `keep`: its routing may not be changed, so moves are planned for its traffic as
-it is routed today."""
+ROUTING_ANNOTATION = "topology-rebalancer.io/routing"
+"""On a Service. `keep`: its routing may not be changed, so moves are planned for its traffic as
+it is routed today. `apply`: the controller may set the recommended routing itself, where the
+policy's `routing.apply` allows it."""
 
 
 def changes(advice: Sequence[RoutingAdvice], snapshot: Snapshot) -> dict[str, Distribution]:
@@ -418,7 +419,7 @@ def changes(advice: Sequence[RoutingAdvice], snapshot: Snapshot) -> dict[str, Di
         a.service: SAME_ZONE
         for a in advice
         if a.recommended is not None
-        and snapshot.services[a.service].annotations.get(KEEP_ANNOTATION) != "keep"
+        and snapshot.services[a.service].annotations.get(ROUTING_ANNOTATION) != "keep"
     }
 
 
