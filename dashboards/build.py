@@ -109,6 +109,28 @@ def panels() -> list[timeseries.Panel | stat.Panel]:
             ),
         ),
         _timeseries(
+            "Service routing",
+            "Cross-zone traffic that trafficDistribution: PreferSameZone would keep in its zone, "
+            "at zero moves (each such Service has a TrafficDistributionRecommended Event), the "
+            "Services concerned, and the routing changes made (policy routing.apply, on Services "
+            "annotated topology-rebalancer.io/routing=apply).",
+            "short",
+            _query(f"max(topology_rebalancer_routing_kept_local{{{NS}}})", "would keep local"),
+            _query(f"max(topology_rebalancer_routing_recommendations{{{NS}}})", "Services"),
+            _query(
+                f"sum by (result) (increase(topology_rebalancer_routing_changes_total{{{NS}}}"
+                "[$__rate_interval]))",
+                "changes {{result}}",
+            ),
+        ),
+        _timeseries(
+            "Cross-zone cost routing would save",
+            "Per month, if every recommended Service routing were set (needs bytes, or "
+            "traffic.bytes_per_unit).",
+            "currencyUSD",
+            _query(f"max(topology_rebalancer_routing_saving_per_month{{{NS}}})", "saved"),
+        ),
+        _timeseries(
             "Moves planned against moves done",
             "Planned by the last cycle, and evictions that went through.",
             "short",
