@@ -46,6 +46,7 @@ from rebalancer.simulator.scenario import (
     in_domain,
     load_scenario,
     node_object,
+    service_objects,
     workload_objects,
 )
 
@@ -382,10 +383,12 @@ class LocalCluster:
         return [pod for pod in pods if is_ready(pod)]
 
     def load_scenario(self, scenario: Scenario, timeout: float = 120) -> None:
-        """Nodes, namespaces, workloads and PDBs of the scenario, then wait for every replica."""
+        """Nodes, namespaces, Services, workloads and PDBs of the scenario, then wait for every
+        replica."""
         self.add_nodes([node_object(spec) for spec in scenario.node_specs()])
         for namespace in sorted({w.namespace for w in scenario.workloads}):
             self.ensure_namespace(namespace)
+        self.apply(service_objects(scenario))
         for workload in scenario.workloads:
             if workload.start_in:
                 # Cordon everything outside the start domain until the pods are placed, the way

@@ -156,11 +156,23 @@ class ClusterTraffic:
             self.pod_nodes[key] = node_name
             zone = self.node_labels.get(node_name, {}).get(LEVEL_LABELS["zone"])
             rank = rank_of(metadata.get("annotations") or {})
-            placed.append(PlacedPod(key, workload, zone, rank))
+            placed.append(PlacedPod(key, workload, zone, rank, node_name))
         return placed
 
+    def distributions(self) -> dict[str, str | None]:
+        """Each scenario Service's trafficDistribution as the API server has it now, so calls
+        follow a routing change the way kube-proxy would make them."""
+        workloads = {w.key for w in self.scenario.workloads}
+        found = {}
+        for service in list_raw("Service", self.core.list_service_for_all_namespaces):
+            metadata = service["metadata"]
+            key = f"{metadata['namespace']}/{metadata['name']}"
+            if key in workloads:
+                found[key] = (service.get("spec") or {}).get("trafficDistribution")
+        return found
+
     def rates(self) -> dict[Pair, float]:
-        return pair_rates(self.scenario, self.placed_pods())
+        return pair_rates(self.scenario, self.placed_pods(), self.distributions())
 
     def true_crossing(self) -> dict[str, float]:
         """The true rate crossing each level (zone, rack, host) for the pods running now."""

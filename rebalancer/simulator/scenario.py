@@ -406,7 +406,7 @@ def services(
 ) -> dict[str, Service]:
     """The Service in front of each workload another one calls, by its key (the workload's),
     with its endpoints and their hints as the EndpointSlice controller keeps them."""
-    served = {_qualified(flow.destination) for flow in scenario.traffic if flow.through_service}
+    served = _served(scenario)
     by_workload = _by_workload(pods)
     routed = _routing(scenario, distributions)
     found = {}
@@ -424,6 +424,26 @@ def services(
             endpoints=service_endpoints(by_workload.get(workload.key, []), distribution),
         )
     return found
+
+
+def _served(scenario: Scenario) -> set[str]:
+    """The workloads called through a Service."""
+    return {_qualified(flow.destination) for flow in scenario.traffic if flow.through_service}
+
+
+def service_objects(scenario: Scenario) -> list[dict[str, Any]]:
+    """The Service in front of each workload called through one, as the API server takes it."""
+    served = _served(scenario)
+    objects = []
+    for workload in scenario.workloads:
+        if workload.key not in served:
+            continue
+        spec: dict[str, Any] = {"selector": {"app": workload.name}, "ports": [{"port": 80}]}
+        if workload.traffic_distribution is not None:
+            spec["trafficDistribution"] = workload.traffic_distribution
+        metadata = {"name": workload.name, "namespace": workload.namespace}
+        objects.append({"apiVersion": "v1", "kind": "Service", "metadata": metadata, "spec": spec})
+    return objects
 
 
 def pair_rates(

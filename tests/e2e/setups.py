@@ -74,7 +74,11 @@ class Setup:
         return acting_policy(self.namespace)
 
     def controller(
-        self, mode: str, prometheus_url: str | None = None, extra: str = ""
+        self,
+        mode: str,
+        prometheus_url: str | None = None,
+        extra: str = "",
+        registry: CollectorRegistry | None = None,
     ) -> Controller:
         api = self.cluster.api_client()
         text = LIVE_POLICY_YAML + self.acting + extra + f"mode: {mode}\n"
@@ -84,7 +88,7 @@ class Setup:
             prometheus_url=prometheus_url or self.prometheus.url,
             policies=FixedPolicy(parse_policy(text, "test policy")),
             state=ConfigMapState(api, self.namespace, "rebalancer-state"),
-            metrics=ControllerMetrics(CollectorRegistry()),
+            metrics=ControllerMetrics(registry or CollectorRegistry()),
             recorder=EventRecorder(api, lambda: datetime.datetime.now(datetime.UTC)),
         )
 

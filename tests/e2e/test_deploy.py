@@ -5,6 +5,7 @@ whole migrate cycle with the rights it grants; and what it was not granted is re
 
 from __future__ import annotations
 
+import datetime
 import shutil
 import subprocess
 from collections.abc import Callable, Iterator
@@ -19,7 +20,11 @@ from harness.bundles import INSTALL
 from harness.cluster import LocalCluster, build_binaries
 from harness.deploy import OVERLAYS, build_overlay, controller_args, kubectl, kustomize, objects_of
 from harness.paths import DEPLOY
+from harness.process import wait_until
 from harness.scrape import total
+from rebalancer.clients.events import EventRecorder
+from rebalancer.clients.routing import RoutingClient
+from rebalancer.planning.routing import RoutingChange
 from tests.conftest import LIVE_POLICY_YAML
 from tests.e2e.setups import migrate_cycle_as
 
@@ -161,6 +166,18 @@ def test_the_service_account_runs_a_whole_migrate_cycle(
     assert "state.json" in (state.data or {})
 
 
+def _statuses(calls: dict[str, Callable[[], Any]]) -> dict[str, int]:
+    """Each call's HTTP status: 200, or the one it was refused with."""
+    statuses = {}
+    for what, call in calls.items():
+        try:
+            call()
+            statuses[what] = 200
+        except client.ApiException as error:
+            statuses[what] = error.status
+    return statuses
+
+
 def test_what_deploy_does_not_grant_is_refused(cluster: LocalCluster, installed: Path) -> None:
     api = config.new_client_from_config(config_file=str(installed))  # type: ignore[no-untyped-call]
     core = client.CoreV1Api(api)
@@ -180,16 +197,56 @@ def test_what_deploy_does_not_grant_is_refused(cluster: LocalCluster, installed:
             "someone-elses", [{"op": "add", "path": "/metadata/labels", "value": {}}]
         ),
         "create a pod": lambda: core.create_namespaced_pod(WORKLOADS, pod),
+        "patch a Service": lambda: core.patch_namespaced_service(
+            "kubernetes", "default", {"spec": {"trafficDistribution": "PreferSameZone"}}
+        ),
     }
-    statuses = {}
-    for what, call in forbidden.items():
-        try:
-            call()
-            statuses[what] = 200
-        except client.ApiException as error:
-            statuses[what] = error.status
-    assert statuses == dict.fromkeys(forbidden, 403)
+    assert _statuses(forbidden) == dict.fromkeys(forbidden, 403)
     # and what it was granted works with the same credentials
     assert core.list_node().items
     policy: Any = core.read_namespaced_config_map("topology-rebalancer-policy", NAMESPACE)
     assert yaml.safe_load(policy.data["policy.yaml"])["mode"] == "migrate"
+
+
+def test_the_routing_bundle_grants_the_patch_of_a_service_and_nothing_more(
+    cluster: LocalCluster, installed: Path, tmp_path: Path
+) -> None:
+    """Without bundle/routing.yaml the ServiceAccount's routing change is refused; with it the
+    change is made, and every other write to a Service is still refused."""
+    admin = client.CoreV1Api(cluster.api_client())
+    spec = client.V1ServiceSpec(selector={"app": "routed"}, ports=[client.V1ServicePort(port=80)])
+    body = client.V1Service(metadata=client.V1ObjectMeta(name="routed"), spec=spec)
+    created: Any = admin.create_namespaced_service(NAMESPACE, body)
+    api = config.new_client_from_config(config_file=str(installed))  # type: ignore[no-untyped-call]
+    recorder = EventRecorder(api, lambda: datetime.datetime.now(datetime.UTC))
+    routing = RoutingClient(api, recorder, dry_run=False)
+    change = RoutingChange(
+        f"{NAMESPACE}/routed", "PreferSameZone", created.metadata.resource_version, "test"
+    )
+    # The install example with the routing bundle taken in; its objects alone applied, so the
+    # installed policy stays as the fixture set it.
+    built = objects_of(kustomize(_install_copy(tmp_path, ["migrate", "routing"])))
+    granted = [o for o in built if o["metadata"]["name"] == "topology-rebalancer-routing"]
+    assert {o["kind"] for o in granted} == {"ClusterRole", "ClusterRoleBinding"}
+    objects = tmp_path / "routing.yaml"
+    objects.write_text(yaml.safe_dump_all(granted))
+    try:
+        assert routing.change(change).result == "refused"
+        applied = _kubectl(cluster, "apply", "-f", str(objects))
+        assert applied.returncode == 0, applied.stderr
+        # The authorizer follows RBAC objects through a watch: a moment after they are created.
+        wait_until(lambda: routing.change(change).result == "set", 30, "the routing change")
+        found: Any = admin.read_namespaced_service("routed", NAMESPACE)
+        assert found.spec.traffic_distribution == "PreferSameZone"
+        core = client.CoreV1Api(api)
+        still_forbidden: dict[str, Callable[[], Any]] = {
+            "delete": lambda: core.delete_namespaced_service("routed", NAMESPACE),
+            "replace": lambda: core.replace_namespaced_service("routed", NAMESPACE, found),
+            "create": lambda: core.create_namespaced_service(NAMESPACE, body),
+            "patch a pod": lambda: core.patch_namespaced_pod("any", NAMESPACE, {}),
+        }
+        assert _statuses(still_forbidden) == dict.fromkeys(still_forbidden, 403)
+    finally:
+        deleted = _kubectl(cluster, "delete", "--ignore-not-found", "-f", str(objects))
+        assert deleted.returncode == 0, deleted.stderr
+        admin.delete_namespaced_service("routed", NAMESPACE)
