@@ -3,21 +3,28 @@
 from __future__ import annotations
 
 import gc
+import logging
 import socket
 import threading
 import time
 import urllib.error
 import urllib.request
+from typing import ClassVar
 
+import pytest
 from prometheus_client import CollectorRegistry
 
+from rebalancer.clients.routing import Changed
 from rebalancer.clients.stores import FixedPolicy
-from rebalancer.cluster.model import Snapshot
+from rebalancer.cluster.model import Service, Snapshot
 from rebalancer.config.policy import Policy
+from rebalancer.controller import loop
 from rebalancer.controller.loop import Controller, CycleReport
 from rebalancer.controller.metrics import ControllerMetrics, serve
+from rebalancer.cost.routing import ROUTING_ANNOTATION, RoutingAdvice
 from rebalancer.errors import SourceUnavailableError
 from rebalancer.planning.cycle import collector_paused
+from rebalancer.planning.routing import Announcement, RoutingChange
 
 
 class SlowController(Controller):
@@ -159,3 +166,56 @@ def test_the_metrics_server_lets_a_silent_client_go() -> None:
             assert silent.recv(1) == b""  # closed by the server, not by this client's timeout
     finally:
         server.shutdown()
+
+
+class FakeRouting:
+    """Stands in for RoutingClient: each change gets the next result; None raises."""
+
+    results: ClassVar[list[str | None]] = []
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        pass
+
+    def announce(self, announcement: Announcement) -> None:
+        """No Event is due: every Service here opted in."""
+
+    def change(self, change: RoutingChange) -> Changed:
+        result = self.results.pop(0)
+        if result is None:
+            raise OverflowError("a bug")
+        return Changed(result)  # type: ignore[arg-type]
+
+
+def test_routing_remembers_what_it_made_and_what_was_refused_and_survives_a_bug(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.setattr(loop, "RoutingClient", FakeRouting)
+    services = {
+        f"shop/{name}": Service(
+            "shop",
+            name,
+            {"app": name},
+            None,
+            "Cluster",
+            {ROUTING_ANNOTATION: "apply"},
+            False,
+            (),
+            "7",
+        )
+        for name in ("a", "b", "c")
+    }
+    advice = tuple(
+        RoutingAdvice(key, "Cluster", "PreferSameZone", 100, 60 - i, 0, ())
+        for i, key in enumerate(services)
+    )
+    controller = scripted(unready_after=1)
+    policy = Policy.model_validate({"mode": "evict", "routing": {"apply": True}})
+    FakeRouting.results = ["set", "refused", None]
+    with caplog.at_level(logging.ERROR):
+        controller._route(advice, Snapshot(services=services), policy, now=0.0)
+    assert "routing: unexpected OverflowError: a bug" in caplog.text
+    memory = controller.routing_memory
+    assert list(memory.changed) == ["shop/a"]
+    assert list(memory.said) == ["shop/b"]
+    assert controller.metrics.routing_changes.labels("set")._value.get() == 1
+    assert controller.metrics.routing_kept_local._value.get() == 60 + 59 + 58

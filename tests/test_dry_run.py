@@ -106,5 +106,6 @@ def test_only_the_routing_client_patches_a_service_and_always_with_the_dry_run_f
         if name in {"patch_namespaced_service", "replace_namespaced_service"}
     ]
     assert [where for where, _call in patching] == ["clients/routing.py"]
-    for _where, call in patching:
-        assert "dry_run" in {keyword.arg for keyword in call.keywords}
+    for where, call in patching:
+        flags = [ast.unparse(k.value) for k in call.keywords if k.arg == "dry_run"]
+        assert flags == ["'All' if self.dry_run else None"], where

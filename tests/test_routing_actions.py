@@ -4,12 +4,13 @@ policy and the Service's own annotation allow; and the client that makes them.""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from typing import Any
 
 import pytest
 from kubernetes import client
 
-from rebalancer.clients.routing import NOT_SET, RoutingClient
+from rebalancer.clients.routing import NOT_SET, Changed, RoutingClient
 from rebalancer.cluster.model import Service, Snapshot
 from rebalancer.config.policy import Policy
 from rebalancer.cost.routing import ROUTING_ANNOTATION, RoutingAdvice
@@ -18,8 +19,11 @@ from rebalancer.planning.routing import (
     EVENTS_PER_CYCLE,
     NO_ENDPOINT,
     RECOMMENDED,
+    REVERTED,
     WOULD_CHANGE,
+    RoutingActions,
     RoutingChange,
+    RoutingMemory,
     routing_actions,
 )
 from tests.conftest import make_policy
@@ -66,35 +70,46 @@ def _policy(settings: dict[str, Any] | None = None, mode: str = "evict") -> Poli
     return make_policy(mode=mode, **(settings or {}))
 
 
+NONE = RoutingMemory()
+
+
 def test_a_recommendation_is_said_once_an_hour_and_again_at_once_when_it_changes() -> None:
     snapshot, advice = _snapshot(_service("api")), [_advice("shop/api")]
-    first = routing_actions(advice, snapshot, _policy(), 0.0, {})
+    first = routing_actions(advice, snapshot, _policy(), 0.0, NONE)
     [said] = first.announcements
     assert (said.service, said.reason, first.changes) == ("shop/api", RECOMMENDED, ())
-    assert "PreferSameZone would keep 50 of the 60 crossing zones" in said.message
-    assert "12.50 USD/month" in said.message
-    later = routing_actions(advice, snapshot, _policy(), HOUR - 1, first.announced)
+    assert said.message == (
+        "spec.trafficDistribution: PreferSameZone would keep 50 of the 60 now crossing zones "
+        "(about 12.50 USD a month) in their zone: set it"
+    )
+    later = routing_actions(advice, snapshot, _policy(), HOUR - 1, first.memory)
     assert later.announcements == ()
     # The figures of a later cycle differ; the Event waits all the same.
-    moved = routing_actions([_advice("shop/api", 70.0)], snapshot, _policy(), 10, first.announced)
+    moved = routing_actions([_advice("shop/api", 70.0)], snapshot, _policy(), 10, first.memory)
     assert moved.announcements == ()
-    again = routing_actions(advice, snapshot, _policy(), HOUR, later.announced)
+    again = routing_actions(advice, snapshot, _policy(), HOUR, later.memory)
     assert [a.reason for a in again.announcements] == [RECOMMENDED]
     changed = [_advice("shop/api", missing=("c",))]
-    now_missing = routing_actions(changed, snapshot, _policy(), 20, first.announced)
+    now_missing = routing_actions(changed, snapshot, _policy(), 20, first.memory)
     assert "no ready endpoint in c" in now_missing.announcements[0].message
+
+
+def test_large_rates_read_as_numbers() -> None:
+    advice = [_advice("shop/api", crossing=123_456_789.0, after=3_456_789.0)]
+    [said] = routing_actions(advice, _snapshot(_service("api")), _policy(), 0, NONE).announcements
+    assert "would keep 120,000,000 of the 123,456,789 now crossing zones" in said.message
 
 
 def test_a_service_without_an_endpoint_in_a_clients_zone_is_told_so() -> None:
     advice = [_advice("shop/api", crossing=30.0, after=30.0, missing=("zone-c",))]
-    [said] = routing_actions(advice, _snapshot(_service("api")), _policy(), 0, {}).announcements
+    [said] = routing_actions(advice, _snapshot(_service("api")), _policy(), 0, NONE).announcements
     assert said.reason == NO_ENDPOINT
     assert said.message.startswith("calls from zone-c cross zones whatever the routing")
 
 
 def test_nothing_is_said_of_a_service_routing_would_not_help() -> None:
     advice = [_advice("shop/api", crossing=30.0, after=30.0)]
-    actions = routing_actions(advice, _snapshot(_service("api")), _policy(APPLY), 0, {})
+    actions = routing_actions(advice, _snapshot(_service("api")), _policy(APPLY), 0, NONE)
     assert (actions.announcements, actions.changes) == ((), ())
 
 
@@ -102,7 +117,7 @@ def test_nothing_is_said_of_a_service_routing_would_not_help() -> None:
 def test_an_opted_in_service_is_changed_at_the_version_read(mode: str) -> None:
     snapshot = _snapshot(_service("api", **OPTED_IN), _service("web"))
     advice = [_advice("shop/api"), _advice("shop/web")]
-    actions = routing_actions(advice, snapshot, _policy(APPLY, mode), 0, {})
+    actions = routing_actions(advice, snapshot, _policy(APPLY, mode), 0, NONE)
     [change] = actions.changes
     assert (change.service, change.distribution, change.resource_version) == (
         "shop/api",
@@ -114,69 +129,110 @@ def test_an_opted_in_service_is_changed_at_the_version_read(mode: str) -> None:
     assert f"annotate {ROUTING_ANNOTATION}=apply" in said.message
 
 
-def test_a_dry_run_change_is_repeated_no_more_often_than_an_event() -> None:
+def test_a_change_not_made_waits_as_long_as_an_event_and_a_conflict_does_not() -> None:
     snapshot, advice = _snapshot(_service("api", **OPTED_IN)), [_advice("shop/api")]
-    policy = _policy(APPLY, "dry-run")
-    first = routing_actions(advice, snapshot, policy, 0, {})
-    assert len(first.changes) == 1
-    assert routing_actions(advice, snapshot, policy, 60, first.announced).changes == ()
-    assert len(routing_actions(advice, snapshot, policy, HOUR, first.announced).changes) == 1
-    # A real change is made every cycle it is still due: a conflict is retried next cycle.
+    dry_run = _policy(APPLY, "dry-run")
+    first = routing_actions(advice, snapshot, dry_run, 0, NONE)
+    [change] = first.changes
+    assert routing_actions(advice, snapshot, dry_run, 60, first.memory).changes == ()
+    assert len(routing_actions(advice, snapshot, dry_run, HOUR, first.memory).changes) == 1
     acting = _policy(APPLY)
-    assert len(routing_actions(advice, snapshot, acting, 60, first.announced).changes) == 1
+    made = routing_actions(advice, snapshot, acting, 0, NONE)
+    assert made.memory == NONE  # a conflict leaves it so: the next cycle tries again
+    refused = made.memory.tried(change, 0)
+    assert routing_actions(advice, snapshot, acting, 60, refused).changes == ()
+    assert len(routing_actions(advice, snapshot, acting, HOUR, refused).changes) == 1
+
+
+def test_a_change_undone_by_someone_else_is_not_made_again_and_said_once() -> None:
+    policy = _policy(APPLY)
+    advice = [_advice("shop/api")]
+    first = routing_actions(advice, _snapshot(_service("api", **OPTED_IN)), policy, 0, NONE)
+    memory = first.memory.made(first.changes[0])
+    # The watch has not caught up with the change: nothing to do, nothing to say.
+    lagging = routing_actions(advice, _snapshot(_service("api", **OPTED_IN)), policy, 5, memory)
+    assert (lagging.changes, lagging.announcements) == ((), ())
+    reverted = replace(_service("api", **OPTED_IN), resource_version="rv-later")
+    undone = routing_actions(advice, _snapshot(reverted), policy, 10, memory)
+    assert undone.changes == ()
+    [said] = undone.announcements
+    assert (said.reason, said.warning) == (REVERTED, True)
+    assert "something else owns the field" in said.message
+    assert routing_actions(advice, _snapshot(reverted), policy, 20, undone.memory) == (
+        RoutingActions((), (), undone.memory)
+    )
 
 
 @pytest.mark.parametrize(
-    ("settings", "service"),
+    ("settings", "service", "said"),
     [
-        ({}, _service("api", **OPTED_IN)),
-        (APPLY, _service("api")),
-        (APPLY, _service("api", **{ROUTING_ANNOTATION: "keep"})),
-        (APPLY, _service("api", "kube-system", **OPTED_IN)),
-        ({**APPLY, "scope": {"namespaces": {"include": ["other"]}}}, _service("api", **OPTED_IN)),
-        (APPLY, _service("api", **OPTED_IN, **{"topology-rebalancer.io/exclude": "true"})),
-        (APPLY, _service("api", **OPTED_IN, **{"service.kubernetes.io/topology-mode": "Auto"})),
+        ({}, _service("api", **OPTED_IN), "set it"),
+        (APPLY, _service("api"), f"annotate {ROUTING_ANNOTATION}=apply"),
+        (
+            APPLY,
+            _service("api", **OPTED_IN, **{"service.kubernetes.io/topology-mode": "Auto"}),
+            "remove service.kubernetes.io/topology-mode, which overrides the field",
+        ),
+        (APPLY, _service("api", **{ROUTING_ANNOTATION: "keep"}), None),
+        (APPLY, _service("api", "kube-system", **OPTED_IN), None),
+        (
+            {**APPLY, "scope": {"namespaces": {"include": ["other"]}}},
+            _service("api", **OPTED_IN),
+            None,
+        ),
+        (APPLY, _service("api", **OPTED_IN, **{"topology-rebalancer.io/exclude": "true"}), None),
     ],
-    ids=["apply-off", "not-opted-in", "keep", "excluded", "not-included", "opted-out", "tar"],
+    ids=["apply-off", "not-opted-in", "tar", "keep", "excluded", "not-included", "opted-out"],
 )
 def test_no_change_without_the_policy_and_the_services_own_consent(
-    settings: dict[str, Any], service: Service
+    settings: dict[str, Any], service: Service, said: str | None
 ) -> None:
-    actions = routing_actions([_advice(service.key)], _snapshot(service), _policy(settings), 0, {})
+    advice = _advice(service.key)
+    if "topology-mode" in str(service.annotations):
+        advice = replace(advice, today="service.kubernetes.io/topology-mode=Auto")
+    actions = routing_actions([advice], _snapshot(service), _policy(settings), 0, NONE)
     assert actions.changes == ()
-    assert [a.reason for a in actions.announcements] == [RECOMMENDED]
+    if said is None:  # out of scope or kept as it is: not a word
+        assert actions.announcements == ()
+    else:
+        [announcement] = actions.announcements
+        assert announcement.reason == RECOMMENDED
+        assert said in announcement.message
 
 
-def test_changes_and_events_per_cycle_are_capped_heaviest_first() -> None:
+def test_changes_and_events_per_cycle_are_capped_largest_saving_first() -> None:
     count = EVENTS_PER_CYCLE + 5
     services = [_service(f"s{i:02d}", **OPTED_IN) for i in range(count)]
     others = [_service(f"t{i:02d}") for i in range(count)]
+    # Crossing grows with i, the saving falls with it: the order of the advice is not the one.
     advice = sorted(
-        [_advice(s.key, crossing=100.0 + i) for i, s in enumerate(services)]
-        + [_advice(s.key, crossing=100.0 + i) for i, s in enumerate(others)],
+        [_advice(s.key, 100.0 + i, 2.0 * i) for i, s in enumerate(services)]
+        + [_advice(s.key, 100.0 + i, 2.0 * i) for i, s in enumerate(others)],
         key=lambda a: -a.crossing_today,
     )
     policy = _policy({"routing": {"apply": True, "changes_per_cycle": 3}})
-    first = routing_actions(advice, _snapshot(*services, *others), policy, 0, {})
-    assert [c.service for c in first.changes] == ["shop/s24", "shop/s23", "shop/s22"]
+    snapshot = _snapshot(*services, *others)
+    first = routing_actions(advice, snapshot, policy, 0, NONE)
+    assert [c.service for c in first.changes] == ["shop/s00", "shop/s01", "shop/s02"]
     assert len(first.announcements) == EVENTS_PER_CYCLE
-    assert first.announcements[0].service == "shop/t24"
-    rest = routing_actions(advice, _snapshot(*services, *others), policy, 1, first.announced)
-    assert {a.service for a in rest.announcements} == {f"shop/t{i:02d}" for i in range(5)}
+    assert first.announcements[0].service == "shop/t00"
+    rest = routing_actions(advice, snapshot, policy, 1, first.memory)
+    assert {a.service for a in rest.announcements} == {f"shop/t{i:02d}" for i in range(20, 25)}
 
 
 class Recording:
-    """Stands in for CoreV1Api: answers each patch as told, keeping what was sent."""
+    """Stands in for CoreV1Api: answers each patch in turn as told, keeping what was sent."""
 
-    def __init__(self, answer: Any) -> None:
-        self.answer = answer
+    def __init__(self, answers: list[Any]) -> None:
+        self.answers = list(answers)
         self.sent: list[dict[str, Any]] = []
 
     def patch_namespaced_service(self, name: str, namespace: str, body: Any, **kw: Any) -> Any:
         self.sent.append({"name": name, "namespace": namespace, "body": body, **kw})
-        if isinstance(self.answer, Exception):
-            raise self.answer
-        return self.answer
+        answer = self.answers.pop(0)
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
 
 
 class Answer:
@@ -187,17 +243,17 @@ class Answer:
 
 class Events:
     def __init__(self) -> None:
-        self.recorded: list[tuple[str, str, str, bool]] = []
+        self.recorded: list[tuple[str, str, str, bool, str]] = []
 
     def record(self, kind: str, namespace: str, name: str, **kw: Any) -> None:
-        self.recorded.append((kind, name, kw["reason"], kw.get("warning", False)))
+        self.recorded.append((kind, name, kw["reason"], kw.get("warning", False), kw["message"]))
 
 
 CHANGE = RoutingChange("shop/api", "PreferSameZone", "42", "set it")
 
 
-def _client(answer: Any, dry_run: bool) -> tuple[RoutingClient, Recording, Events]:
-    events, core = Events(), Recording(answer)
+def _client(answers: list[Any], dry_run: bool) -> tuple[RoutingClient, Recording, Events]:
+    events, core = Events(), Recording(answers)
     routing = RoutingClient(client.ApiClient(), events, dry_run=dry_run)  # type: ignore[arg-type]
     routing.core = core  # type: ignore[assignment]
     return routing, core, events
@@ -209,8 +265,8 @@ def _client(answer: Any, dry_run: bool) -> tuple[RoutingClient, Recording, Event
 def test_a_change_patches_the_field_alone_at_the_version_read(
     dry_run: bool, result: str, reason: str
 ) -> None:
-    routing, core, events = _client(Answer("PreferSameZone"), dry_run)
-    assert routing.change(CHANGE).result == result
+    routing, core, events = _client([Answer("PreferSameZone")], dry_run)
+    assert routing.change(CHANGE) == Changed(result, distribution="PreferSameZone")  # type: ignore[arg-type]
     [sent] = core.sent
     assert sent["body"] == {
         "metadata": {"resourceVersion": "42"},
@@ -218,30 +274,56 @@ def test_a_change_patches_the_field_alone_at_the_version_read(
     }
     assert sent["dry_run"] == ("All" if dry_run else None)
     assert sent["_content_type"] == "application/merge-patch+json"
-    assert events.recorded == [("Service", "api", reason, False)]
+    [(kind, name, recorded, warned, message)] = events.recorded
+    assert (kind, name, recorded, warned) == ("Service", "api", reason, False)
+    verb = "would set" if dry_run else "set"
+    assert message.startswith(f"{verb} spec.trafficDistribution: PreferSameZone")
+
+
+def test_an_api_server_that_refuses_the_newer_name_gets_the_older_one() -> None:
+    invalid = client.ApiException(status=422, reason="Unprocessable Entity")
+    routing, core, _events = _client([invalid, Answer("PreferClose")], dry_run=False)
+    assert routing.change(CHANGE) == Changed("set", distribution="PreferClose")
+    assert [s["body"]["spec"]["trafficDistribution"] for s in core.sent] == [
+        "PreferSameZone",
+        "PreferClose",
+    ]
+
+
+def _invalid() -> client.ApiException:
+    error = client.ApiException(status=422, reason="Unprocessable Entity")
+    error.body = json.dumps({"message": 'Unsupported value: "PreferClose"'})
+    return error
 
 
 @pytest.mark.parametrize(
-    ("answer", "result", "warned"),
+    ("answers", "result", "warned", "detail"),
     [
-        (client.ApiException(status=409, reason="Conflict"), "conflict", False),
-        (client.ApiException(status=403, reason="Forbidden"), "refused", True),
-        (client.ApiException(status=422, reason="Invalid"), "failed", True),
-        (Answer(None), "not-kept", True),
-        (OSError("reset"), "failed", False),
+        ([client.ApiException(status=409, reason="Conflict")], "conflict", False, "changed"),
+        (
+            [client.ApiException(status=403, reason="Forbidden")],
+            "refused",
+            True,
+            "deploy/components/routing",
+        ),
+        ([_invalid(), _invalid()], "not-kept", True, 'Unsupported value: "PreferClose"'),
+        ([client.ApiException(status=500, reason="Boom")], "failed", True, "HTTP 500"),
+        ([Answer(None)], "not-kept", True, "drops the field"),
+        ([OSError("connection reset")], "failed", False, "connection reset"),
     ],
 )
-def test_a_change_not_made_is_said_and_nothing_is_retried_in_the_cycle(
-    answer: Any, result: str, warned: bool
+def test_a_change_not_made_is_said_and_not_retried_in_the_cycle(
+    answers: list[Any], result: str, warned: bool, detail: str
 ) -> None:
-    routing, core, events = _client(answer, dry_run=False)
-    assert routing.change(CHANGE).result == result
-    assert len(core.sent) == 1
-    assert events.recorded == ([("Service", "api", NOT_SET, True)] if warned else [])
+    routing, core, events = _client(answers, dry_run=False)
+    done = routing.change(CHANGE)
+    assert (done.result, len(core.sent)) == (result, len(answers))
+    assert detail in done.detail
+    assert [(e[2], e[3]) for e in events.recorded] == ([(NOT_SET, True)] if warned else [])
 
 
 def test_a_change_without_a_version_read_is_not_sent() -> None:
-    routing, core, _events = _client(Answer("PreferSameZone"), dry_run=False)
+    routing, core, _events = _client([Answer("PreferSameZone")], dry_run=False)
     unversioned = RoutingChange("shop/api", "PreferSameZone", "", "set it")
     assert routing.change(unversioned).result == "failed"
     assert core.sent == []

@@ -209,6 +209,12 @@ class NamespaceScope(Strict):
     exclude: tuple[str, ...] = ("kube-system",)
     """Never touched, even when included."""
 
+    def refusal(self, namespace: str) -> str | None:
+        """Why nothing in this namespace may be touched; None when it may."""
+        if self.include and namespace not in self.include:
+            return "namespace not included"
+        return "namespace excluded" if namespace in self.exclude else None
+
 
 class Scope(Strict):
     namespaces: NamespaceScope = NamespaceScope()

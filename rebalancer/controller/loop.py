@@ -44,7 +44,7 @@ from rebalancer.planning.cycle import (
     remember,
 )
 from rebalancer.planning.report import stray_warnings
-from rebalancer.planning.routing import routing_actions
+from rebalancer.planning.routing import RoutingMemory, routing_actions
 from rebalancer.planning.state import PlannerState
 from rebalancer.traffic.model import TrafficFailure
 
@@ -95,9 +95,8 @@ class Controller:
     unready_after: int = 1
     """Cycles in a row ending in `error` after which a leader reports unready."""
     errors_in_a_row: int = field(default=0, init=False)
-    announced: dict[str, tuple[str, float]] = field(default_factory=dict, init=False)
-    """Per Service, the routing Event last recorded and when, so it is not repeated every
-    cycle. Kept in memory: a new leader says each one once more."""
+    routing_memory: RoutingMemory = field(default_factory=RoutingMemory, init=False)
+    """The routing Events said and changes made, so neither is repeated every cycle."""
 
     def run_cycle(self) -> CycleReport:
         started = time.monotonic()
@@ -211,32 +210,36 @@ class Controller:
         self, advice: tuple[RoutingAdvice, ...], snapshot: Snapshot, policy: Policy, now: float
     ) -> None:
         """After the evictions, which the plan's freshness matters more to: the routing Events
-        due and the routing changes the policy and each Service's annotation allow."""
+        due and the routing changes the policy and each Service's annotation allow. A failure
+        here is logged, and leaves the cycle's result alone: its evictions are done."""
         self.metrics.observe_routing(advice, policy.price.currency)
-        actions = routing_actions(advice, snapshot, policy, now, self.announced)
-        self.announced = actions.announced
+        actions = routing_actions(advice, snapshot, policy, now, self.routing_memory)
+        memory = actions.memory
         routing = RoutingClient(self.api, self.recorder, dry_run=policy.mode == "dry-run")
-        for announcement in actions.announcements:
-            routing.announce(announcement)
-        for change in actions.changes:
-            if not self._may_act():
-                break
-            done = routing.change(change)
-            self.metrics.routing_changes.labels(done.result).inc()
-            _log.info(
-                "routing %s: %s %s%s",
-                done.result,
-                change.service,
-                change.distribution,
-                f" ({done.detail})" if done.detail else "",
-                extra={
-                    "fields": {
-                        "result": done.result,
-                        "service": change.service,
-                        "distribution": change.distribution,
-                    }
-                },
-            )
+        try:
+            for announcement in actions.announcements:
+                if self._may_act():
+                    routing.announce(announcement)
+            for change in actions.changes:
+                if not self._may_act():
+                    break
+                done = routing.change(change)
+                if done.result == "set":
+                    memory = memory.made(change)
+                elif done.result != "conflict":
+                    memory = memory.tried(change, now)
+                self.metrics.routing_changes.labels(done.result).inc()
+                _log.info(
+                    "routing %s: %s %s%s",
+                    done.result,
+                    change.service,
+                    done.distribution or change.distribution,
+                    f" ({done.detail})" if done.detail else "",
+                    extra={"fields": {"result": done.result, "service": change.service}},
+                )
+        except Exception as error:  # the evictions are done: say it, and go on
+            _log.error("routing: unexpected %s: %s", type(error).__name__, one_line(error, 300))
+        self.routing_memory = memory
 
     def _judge_landings(
         self, state: PlannerState, snapshot: Snapshot, now: float, policy: Policy

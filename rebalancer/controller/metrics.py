@@ -142,6 +142,7 @@ class ControllerMetrics:
         recommended = [item for item in advice if item.kept_local > 0]
         self.routing_kept_local.set(sum(item.kept_local for item in recommended))
         self.routing_recommended.set(len(recommended))
+        self.routing_saving.clear()  # a currency changed, or money no longer known
         if any(item.monthly_saved is not None for item in advice):
             self.routing_saving.labels(currency).set(
                 sum(item.monthly_saved or 0.0 for item in recommended)

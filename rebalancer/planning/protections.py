@@ -28,10 +28,9 @@ def protection_reason(
         return "not running and ready"
     if pod.node_name not in snapshot.nodes:
         return f"on node {pod.node_name}, which the snapshot lacks"
-    if scope.namespaces.include and pod.namespace not in scope.namespaces.include:
-        return "namespace not included"
-    if pod.namespace in scope.namespaces.exclude:
-        return "namespace excluded"
+    refused = scope.namespaces.refusal(pod.namespace)
+    if refused is not None:
+        return refused
     if scope.pod_selector is not None and not matches_label_selector(
         scope.pod_selector.model_dump(), pod.labels
     ):

@@ -198,7 +198,10 @@ def test_what_deploy_does_not_grant_is_refused(cluster: LocalCluster, installed:
         ),
         "create a pod": lambda: core.create_namespaced_pod(WORKLOADS, pod),
         "patch a Service": lambda: core.patch_namespaced_service(
-            "kubernetes", "default", {"spec": {"trafficDistribution": "PreferSameZone"}}
+            "kubernetes",
+            "default",
+            {"spec": {"trafficDistribution": "PreferSameZone"}},
+            dry_run="All",
         ),
     }
     assert _statuses(forbidden) == dict.fromkeys(forbidden, 403)
