@@ -3,12 +3,16 @@ a trafficDistribution brings, who calls which Service, and the advice made of th
 
 from __future__ import annotations
 
+import dataclasses
+import random
 from collections.abc import Sequence
 
+import numpy as np
 import pytest
 
 from harness import builders as b
 from rebalancer.cluster.model import Endpoint, Snapshot
+from rebalancer.cost import routing
 from rebalancer.cost.figures import SECONDS_PER_MONTH, Price
 from rebalancer.cost.routing import (
     ROUTING_ANNOTATION,
@@ -362,3 +366,68 @@ def test_replies_are_rerouted_with_their_calls() -> None:
         ("default/api-1", "default/web-b"): 3000.0,
         ("default/api-2", "default/web-c"): 3000.0,
     }
+
+
+def _random_cluster(seed: int) -> tuple[Snapshot, PodTraffic]:
+    """Services of every kind the advice tells apart, in zones a-c (and endpoints in a zone no
+    node is in), some endpoints not ready, pods behind two Services, clients without a zone."""
+    rng = random.Random(seed)
+    zones = ["a", "b", "c"]
+    nodes = [(f"n-{zone}{i}", zone) for zone in zones for i in range(2)] + [("n-none", None)]
+    objects: list[b.Obj] = [b.node(name, zone) for name, zone in nodes]
+    pods: list[str] = []
+    for number in range(12):
+        name = f"s{number}"
+        placed = [(f"{name}-{i}", *rng.choice(nodes)) for i in range(rng.randint(1, 5))]
+        objects += [b.pod(pod, node, None, labels={"app": name}) for pod, node, _z in placed]
+        pods += [f"default/{pod}" for pod, _node, _zone in placed]
+        kind = rng.choice(["plain", "plain", "plain", "zone", "local", "tar", "foreign"])
+        distribution = "PreferSameZone" if kind == "zone" else None
+
+        def mutate(service: b.Obj, kind: str = kind) -> None:
+            if kind == "local":
+                service["spec"]["internalTrafficPolicy"] = "Local"
+            if kind == "tar":
+                service["metadata"]["annotations"] = {"service.kubernetes.io/topology-mode": "Auto"}
+
+        objects.append(
+            b.service(name, {"app": name}, traffic_distribution=distribution, mutate=mutate)
+        )
+        listed = [
+            (pod, node, "x" if kind == "foreign" and rng.random() < 0.5 else zone)
+            for pod, node, zone in placed
+        ]
+        endpoint_slice = b.endpoint_slice(f"{name}-1", name, listed, hinted=distribution)
+        for endpoint in endpoint_slice["endpoints"]:
+            if rng.random() < 0.15:
+                endpoint["conditions"]["ready"] = False
+        objects.append(endpoint_slice)
+        if number % 5 == 4:  # the same pods behind a second Service
+            objects.append(b.service(f"{name}-alt", {"app": name}))
+            objects.append(b.endpoint_slice(f"{name}-alt-1", f"{name}-alt", listed))
+    clients = [(f"c{i}", *rng.choice(nodes)) for i in range(10)]
+    objects += [b.pod(pod, node, None) for pod, node, _zone in clients]
+    callers = [f"default/{pod}" for pod, _node, _zone in clients] + pods
+    rates = {(rng.choice(callers), rng.choice(pods)): rng.uniform(1, 100) for _ in range(150)}
+    return snapshot_of(objects), PodTraffic.of(
+        {pair: r for pair, r in rates.items() if pair[0] != pair[1]}
+    )
+
+
+@pytest.mark.parametrize("seed", range(25))
+def test_plain_services_worked_out_in_arrays_get_the_advice_of_the_one_by_one_path(
+    seed: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    snapshot, traffic = _random_cluster(seed)
+    price = Price(0.02, 1.0, 0)
+    calls = ServiceCalls.of(traffic, snapshot)
+    fast = advise(snapshot, calls, 1.5, price)
+    assert routing._plain(calls).any()
+    monkeypatch.setattr(routing, "_plain", lambda places: np.zeros(len(places.services), bool))
+    slow = advise(snapshot, calls, 1.5, price)
+    assert [a.service for a in fast] == [a.service for a in slow]
+    figures = ("calls", "crossing_today", "crossing_recommended", "monthly_saved")
+    for one, other in zip(fast, slow, strict=True):
+        exact = {name: getattr(other, name) for name in figures}
+        assert dataclasses.replace(one, **exact) == other
+        assert [getattr(one, name) for name in figures] == pytest.approx(list(exact.values()))

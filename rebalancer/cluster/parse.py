@@ -8,8 +8,8 @@ is an InputError that names the item and the field.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import msgspec
@@ -272,19 +272,23 @@ SERVICE_NAME_LABEL = "kubernetes.io/service-name"
 _NO_CONDITIONS = WireEndpointConditions()
 
 
-def _parse_service(reader: _Reader, item: WireObject) -> Service:
+def _parse_service(
+    reader: _Reader, item: WireObject, slices: Mapping[str, list[WireObject]]
+) -> Service:
     metadata, spec, _status = _parts(item)
     selector = spec.selector
     if selector is not None and not all(isinstance(v, str) for v in selector.values()):
         raise InputError(f"{reader.origin}: spec.selector: expected a map of label values")
+    namespace = metadata.namespace or "default"
     return Service(
-        namespace=metadata.namespace or "default",
+        namespace=namespace,
         name=metadata.name,
         selector=selector or None,
         traffic_distribution=spec.trafficDistribution,
         internal_traffic_policy=spec.internalTrafficPolicy or "Cluster",
         annotations=metadata.annotations or {},
         headless=spec.clusterIP == "None",
+        endpoints=_endpoints(namespace, slices.get(f"{namespace}/{metadata.name}", ())),
         resource_version=metadata.resourceVersion or "",
     )
 
@@ -309,24 +313,21 @@ def _endpoint(namespace: str, wire: WireEndpoint) -> Endpoint:
     )
 
 
-def _with_endpoints(services: dict[str, Service], slices: Mapping[str, list[WireObject]]) -> None:
-    """Each Service's endpoints from all its slices; slices of a Service not listed are left
-    out, as kube-proxy has nothing to route them for."""
-    for key, listed in slices.items():
-        service = services.get(key)
-        if service is None:
-            continue
-        endpoints: list[Endpoint] = []
-        seen: set[str] = set()
-        for item in listed:
-            for wire in item.endpoints or ():
-                endpoint = _endpoint(service.namespace, wire)
-                if endpoint.pod is not None:
-                    if endpoint.pod in seen:
-                        continue
-                    seen.add(endpoint.pod)
-                endpoints.append(endpoint)
-        services[key] = replace(service, endpoints=tuple(endpoints))
+def _endpoints(namespace: str, slices: Sequence[WireObject]) -> tuple[Endpoint, ...]:
+    """A Service's endpoints from all its slices, each pod once: a dual-stack Service lists
+    it in a slice per address family."""
+    endpoints = [_endpoint(namespace, wire) for item in slices for wire in item.endpoints or ()]
+    if len(slices) < 2:
+        return tuple(endpoints)
+    seen: set[str] = set()
+    kept: list[Endpoint] = []
+    for endpoint in endpoints:
+        if endpoint.pod is not None:
+            if endpoint.pod in seen:
+                continue
+            seen.add(endpoint.pod)
+        kept.append(endpoint)
+    return tuple(kept)
 
 
 def _parts(item: WireObject) -> tuple[WireMetadata, WireSpec, WireStatus]:
@@ -402,6 +403,7 @@ def parse_items(
     replicaset_owners: dict[tuple[str, str], tuple[str, str] | None] = {}
     pods: list[tuple[int, WireObject]] = []
     slices: dict[str, list[WireObject]] = {}
+    services: list[tuple[_Reader, WireObject]] = []
     node_names: list[str] = []
     for index, (raw, kind) in enumerate(items):
         item = raw if type(raw) is WireObject else _converted(raw, f"{origin}: items[{index}]")
@@ -426,13 +428,15 @@ def parse_items(
                 ref, 1 if replicas is None else replicas, metadata.annotations or {}
             )
         elif kind == "Service":
-            service = _parse_service(reader, item)
-            snapshot.services[service.key] = service
+            services.append((reader, item))
         elif kind == "EndpointSlice":
             owner = (metadata.labels or {}).get(SERVICE_NAME_LABEL)
             if owner:
                 slices.setdefault(f"{metadata.namespace or 'default'}/{owner}", []).append(item)
-    _with_endpoints(snapshot.services, slices)
+    # Slices of a Service not listed are left out: kube-proxy has nothing to route them for.
+    for reader, item in services:
+        service = _parse_service(reader, item, slices)
+        snapshot.services[service.key] = service
     earlier = pods_read.by_object if pods_read is not None else {}
     read_now = _read_pods(pods, replicaset_owners, origin, earlier)
     for _item, _owner, pod in read_now.values():

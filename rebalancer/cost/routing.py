@@ -20,6 +20,7 @@ from typing import Literal, TypeVar
 
 import msgspec
 import numpy as np
+import numpy.typing as npt
 
 from rebalancer.arrays import Floats, Indices, group_sums
 from rebalancer.cluster.model import Endpoint, Service, Snapshot
@@ -180,6 +181,50 @@ MULTIPLE = -2
 """In `ServiceCalls.service`: a pod behind several Services."""
 
 
+FOREIGN = -1
+"""In `EndpointArrays.zone`: a zone that no node is in, so no client's."""
+
+
+@dataclass(frozen=True)
+class EndpointArrays:
+    """Every endpoint of the routable Services, flat: whose it is and what kube-proxy reads of
+    it, so the advice for most Services is worked out in arrays rather than endpoint by
+    endpoint."""
+
+    service: Indices
+    ready: npt.NDArray[np.bool_]
+    zone: Indices
+    """0 for none, else 1 + the zone's number among the nodes' zones; FOREIGN for others."""
+    zone_hinted: npt.NDArray[np.bool_]
+    node_hinted: npt.NDArray[np.bool_]
+
+    @classmethod
+    def of(
+        cls,
+        services: Sequence[Service],
+        zone_number: Mapping[str, int],
+        member_of: defaultdict[str, list[int]],
+    ) -> EndpointArrays:
+        """Also fills `member_of` (pod -> the Services it is an endpoint of), in the same pass."""
+        owner: list[int] = []
+        facts: list[tuple[bool, int, bool, bool]] = []
+        for number, service in enumerate(services):
+            owner += [number] * len(service.endpoints)
+            for e in service.endpoints:
+                if e.pod is not None:
+                    member_of[e.pod].append(number)
+                zone = 0 if not e.zone else zone_number.get(e.zone, FOREIGN - 1) + 1
+                facts.append((e.ready, zone, bool(e.zone_hints), bool(e.node_hints)))
+        table = np.array(facts, np.int64).reshape(-1, 4)
+        return cls(
+            np.array(owner, np.int64),
+            table[:, 0].astype(np.bool_),
+            table[:, 1],
+            table[:, 2].astype(np.bool_),
+            table[:, 3].astype(np.bool_),
+        )
+
+
 @dataclass(frozen=True)
 class ServiceCalls:
     """The pod-pair rates read as calls, worked out once a cycle for the advice and the
@@ -198,20 +243,18 @@ class ServiceCalls:
     node_names: list[str | None]
     zone_names: list[str | None]
     member_of: Mapping[str, list[int]]
+    endpoints: EndpointArrays
 
     @classmethod
     def of(cls, traffic: PodTraffic, snapshot: Snapshot) -> ServiceCalls:
         services = [s for s in snapshot.services.values() if not s.headless and s.endpoints]
-        member_of: dict[str, list[int]] = defaultdict(list)
-        for number, service in enumerate(services):
-            for endpoint in service.endpoints:
-                if endpoint.pod is not None:
-                    member_of[endpoint.pod].append(number)
         zone_number: dict[str, int] = {}
         place: dict[str, tuple[int, int]] = {}
         for index, (name, node) in enumerate(snapshot.nodes.items()):
             zone = node.labels.get(ZONE_LABEL)
             place[name] = (index, zone_number.setdefault(zone, len(zone_number)) if zone else -1)
+        member_of: defaultdict[str, list[int]] = defaultdict(list)
+        endpoints = EndpointArrays.of(services, zone_number, member_of)
         pods, nowhere = snapshot.pods, (-1, -1)
         placed = [
             place.get(pod.node_name or "", nowhere) if (pod := pods.get(key)) else nowhere
@@ -246,6 +289,7 @@ class ServiceCalls:
             list(snapshot.nodes),
             list(zone_number),
             member_of,
+            endpoints,
         )
 
     def key(self, service: Key, node: Key | int, zone: Key | int) -> Key:
@@ -264,37 +308,39 @@ class ServiceCalls:
         )
 
 
-def calls_of(places: ServiceCalls) -> dict[str, list[Call]]:
-    """Service -> its clients' calls, from pod-pair rates: a pair with one end behind a Service
-    is calls to it, replies included; a pair with both ends behind Services is read each way as
-    its series named it. A Service's own endpoints calling it are left out, as are
-    calls to a pod behind no Service; a pod behind several splits its calls evenly among them.
-    Summed per Service and zone in arrays (per node where the Service may route by node): a
-    large cluster has a million pairs."""
+@dataclass(frozen=True)
+class _Tally:
+    """The calls to each Service, summed: per Service and client zone in a dense table (slot 0
+    for a client of unknown zone, then `places.zone_names`), and per Service, node and zone
+    for the Services that may route by node."""
+
+    zonal: Floats
+    """Services x zone slots."""
+    by_node: dict[int, float]
+    """By `places.key`."""
+
+
+def _tally(places: ServiceCalls) -> _Tally:
     clients, servers, parts = places.clients, places.servers, places.parts
     server_service, client_service = places.service[servers], places.service[clients]
     called = (parts > 0) & (server_service != -1)
     single = called & (server_service >= 0) & (client_service != MULTIPLE)
     simple = single & (client_service != server_service)
-    by_node = np.array(
-        [
-            s.internal_traffic_policy == "Local" or any(e.node_hints for e in s.endpoints)
-            for s in places.services
-        ],
-        np.bool_,
-    )
-    rates: dict[int, float] = defaultdict(float)
-    """By `places.key`: Service, node (or none) and zone."""
+    by_node = _routes_by_node(places)
     service, zone = server_service[simple], places.zone[clients[simple]]
     per_node = by_node[service] if len(service) else np.zeros(0, np.bool_)
     # Per Service and zone, the common case, counted into a dense table: no sort.
-    slots_zone = len(places.zone_names) + 1
-    zonal = service[~per_node] * slots_zone + zone[~per_node] + 1
-    table = np.bincount(zonal, parts[simple][~per_node], len(places.services) * slots_zone)
-    for dense in np.flatnonzero(table).tolist():
-        number, zone_slot = divmod(dense, slots_zone)
-        rates[places.key(number, -1, zone_slot - 1)] += float(table[dense])
-    # Per Service, node and zone where the Service may route by node.
+    slots = len(places.zone_names) + 1
+    zonal = (
+        np.bincount(
+            service[~per_node] * slots + zone[~per_node] + 1,
+            parts[simple][~per_node],
+            len(places.services) * slots,
+        )
+        .astype(np.float64, copy=False)
+        .reshape(len(places.services), slots)
+    )
+    rates: dict[int, float] = defaultdict(float)
     node = places.node[clients[simple]][per_node]
     found, position = np.unique(
         places.key(service[per_node], node, zone[per_node]), return_inverse=True
@@ -307,14 +353,50 @@ def calls_of(places: ServiceCalls) -> dict[str, list[Call]]:
         own = places.member_of.get(client, [])
         targets = [n for n in places.member_of[server] if n not in own]
         for number in targets:
-            at = int(places.node[clients[index]]) if by_node[number] else -1
-            key = places.key(number, at, int(places.zone[clients[index]]))
-            rates[key] += parts[index] / len(targets)
-    calls: dict[str, list[Call]] = defaultdict(list)
-    for key, rate in rates.items():
+            at_zone = int(places.zone[clients[index]])
+            if by_node[number]:
+                key = places.key(number, int(places.node[clients[index]]), at_zone)
+                rates[key] += parts[index] / len(targets)
+            else:
+                zonal[number, at_zone + 1] += parts[index] / len(targets)
+    return _Tally(zonal, dict(rates))
+
+
+def _per_service(places: ServiceCalls, flags: npt.NDArray[np.bool_]) -> npt.NDArray[np.bool_]:
+    """Per Service: whether any of its endpoints has the flag."""
+    counted = np.bincount(places.endpoints.service[flags], minlength=len(places.services))
+    return counted > 0
+
+
+def _routes_by_node(places: ServiceCalls) -> npt.NDArray[np.bool_]:
+    local = np.array([s.internal_traffic_policy == "Local" for s in places.services], np.bool_)
+    return local | _per_service(places, places.endpoints.node_hinted)
+
+
+def _calls_from(places: ServiceCalls, tally: _Tally, numbers: set[int]) -> dict[int, list[Call]]:
+    """The calls to each of these Services (by number), from the tally."""
+    calls: dict[int, list[Call]] = defaultdict(list)
+    zone_names: list[str | None] = [None, *places.zone_names]
+    rows = sorted(numbers)
+    for row, slot in zip(*np.nonzero(tally.zonal[rows]), strict=True):
+        number = rows[int(row)]
+        calls[number].append(Call(None, zone_names[slot], float(tally.zonal[number, slot])))
+    for key, rate in tally.by_node.items():
         number, node_name, zone_name = places.place(key)
-        calls[places.services[number].key].append(Call(node_name, zone_name, rate))
-    return dict(calls)
+        if number in numbers:
+            calls[number].append(Call(node_name, zone_name, rate))
+    return calls
+
+
+def calls_of(places: ServiceCalls) -> dict[str, list[Call]]:
+    """Service -> its clients' calls, from pod-pair rates: a pair with one end behind a Service
+    is calls to it, replies included; a pair with both ends behind Services is read each way as
+    its series named it. A Service's own endpoints calling it are left out, as are
+    calls to a pod behind no Service; a pod behind several splits its calls evenly among them.
+    Summed per Service and zone in arrays (per node where the Service may route by node): a
+    large cluster has a million pairs."""
+    calls = _calls_from(places, _tally(places), set(range(len(places.services))))
+    return {places.services[number].key: listed for number, listed in calls.items()}
 
 
 @dataclass(frozen=True)
@@ -351,12 +433,121 @@ def advise(
     """Every Service with calls, heaviest crossing first. PreferSameZone is recommended where
     it keeps traffic local and no ready endpoint would take more than `max_endpoint_load` times
     an even share of the calls: unlike Topology Aware Routing, the field has no safeguard
-    against a zone with many clients and one endpoint."""
-    advice = [
-        _advice(snapshot.services[key], called, max_endpoint_load, price)
-        for key, called in calls_of(calls).items()
+    against a zone with many clients and one endpoint. Plain Services (routed cluster-wide
+    today, no hints, every ready endpoint in a zone), most of a cluster's, are worked out
+    together in arrays; the others one by one."""
+    tally = _tally(calls)
+    called = np.flatnonzero(tally.zonal.any(axis=1)).tolist()
+    called_set = set(called) | {calls.place(key)[0] for key in tally.by_node}
+    plain_mask = _plain(calls)
+    plain = [n for n in called if plain_mask[n]]
+    advice = _plain_advice(calls, tally, plain, max_endpoint_load, price)
+    others = _calls_from(calls, tally, called_set - set(plain))
+    advice += [
+        _advice(calls.services[number], listed, max_endpoint_load, price)
+        for number, listed in others.items()
     ]
     return sorted(advice, key=lambda a: (-a.crossing_today, a.service))
+
+
+def _plain(places: ServiceCalls) -> npt.NDArray[np.bool_]:
+    """Per Service: routed cluster-wide today with no hints, so today's crossing is each zone's
+    share of the ready endpoints elsewhere; and every ready endpoint in a zone, so
+    PreferSameZone's hints are written."""
+    endpoints = places.endpoints
+    simple = np.array(
+        [
+            s.internal_traffic_policy != "Local"
+            and s.traffic_distribution is None
+            and topology_mode(s) is None
+            for s in places.services
+        ],
+        np.bool_,
+    )
+    hinted = _per_service(places, endpoints.zone_hinted | endpoints.node_hinted)
+    ready = _per_service(places, endpoints.ready)
+    zoneless = _per_service(places, endpoints.ready & (endpoints.zone == 0))
+    return simple & ~hinted & ready & ~zoneless
+
+
+def _plain_advice(
+    places: ServiceCalls,
+    tally: _Tally,
+    numbers: list[int],
+    max_endpoint_load: float,
+    price: Price,
+) -> list[RoutingAdvice]:
+    """`_advice` for plain Services, in arrays over Services x client zones: under Cluster
+    routing a zone's calls spread over every ready endpoint; under PreferSameZone they stay
+    on the zone's own, or, where it has none, spread over every ready endpoint."""
+    if not numbers:
+        return []
+    endpoints = places.endpoints
+    rates = tally.zonal[numbers]
+    row_of = np.full(len(places.services), -1, np.int64)
+    row_of[numbers] = np.arange(len(numbers))
+    counted = endpoints.ready & (row_of[endpoints.service] >= 0)
+    rows, zones = row_of[endpoints.service[counted]], endpoints.zone[counted]
+    ready = np.bincount(rows, minlength=len(numbers)).astype(np.float64)
+    slots = rates.shape[1]
+    near = zones > 0
+    local = (
+        np.bincount(rows[near] * slots + zones[near], minlength=len(numbers) * slots)
+        .astype(np.float64)
+        .reshape(len(numbers), slots)
+    )
+    """Ready endpoints in each client zone."""
+    foreign = np.zeros(len(numbers))
+    """Zones of ready endpoints that no client is in, counted by name."""
+    for row in np.unique(rows[zones == FOREIGN]).tolist():
+        service = places.services[numbers[row]]
+        named = {e.zone for e in service.endpoints if e.ready}
+        foreign[row] = len(named - set(places.zone_names))
+    known = rates.copy()
+    known[:, 0] = 0.0  # a client of unknown zone crosses nothing that can be told
+    total = rates.sum(axis=1)
+    today = (known * (ready[:, None] - local) / ready[:, None]).sum(axis=1)
+    uncovered = (known > 0) & (local == 0)
+    routed = np.where(uncovered, known, 0.0).sum(axis=1)
+    spread = (np.where(local == 0, rates, 0.0).sum(axis=1)) / ready
+    own = np.divide(rates, local, out=np.zeros_like(rates), where=local > 0).max(axis=1)
+    ratio = np.divide((spread + own) * ready, total, out=np.zeros_like(total), where=total > 0)
+    covered = (local > 0).sum(axis=1) + foreign
+    missing_rows = set(np.flatnonzero(uncovered.any(axis=1)).tolist())
+    zone_names = ["", *(zone or "" for zone in places.zone_names)]
+    found = []
+    for row, number in enumerate(numbers):
+        service = places.services[number]
+        missing = (
+            tuple(sorted(zone_names[s] for s in np.flatnonzero(uncovered[row]).tolist()))
+            if row in missing_rows
+            else ()
+        )
+        recommended, crossing, note = None, float(today[row]), ""
+        saving = today[row] - routed[row]
+        if covered[row] >= 2 and saving > SAME * max(total[row], 1.0):
+            if ratio[row] > max_endpoint_load:
+                note = (
+                    f"PreferSameZone would send one endpoint {ratio[row]:.1f}x an even share "
+                    "of the calls"
+                )
+            else:
+                recommended, crossing = SAME_ZONE, float(routed[row])
+        saved = float(today[row]) - crossing
+        found.append(
+            RoutingAdvice(
+                service.key,
+                "Cluster",
+                recommended,
+                float(total[row]),
+                float(today[row]),
+                crossing,
+                missing,
+                note,
+                price.monthly(max(0.0, saved)),
+            )
+        )
+    return found
 
 
 def _advice(
