@@ -89,11 +89,14 @@ class Stages:
 
 
 @collector_paused()
-def measure_cycle(cluster_path: Path, answer_path: Path, granularity: str) -> dict[str, Any]:
+def measure_cycle(
+    cluster_path: Path, answer_path: Path, granularity: str, plan_around: bool
+) -> dict[str, Any]:
     """The stages of one cycle, in the order the controller runs them, with the collector paused
-    as the controller and `rebalancer plan` pause it."""
-    # Routing weighed in full, plan_around included, so its whole cost is measured.
-    text = DEFAULT_POLICY + SOURCES[granularity] + "routing: {plan_around: true}\n"
+    as the controller and `rebalancer plan` pause it. With `plan_around`, the two routing
+    stages that only that setting runs (the traffic rerouted, the figures as routed now)."""
+    text = DEFAULT_POLICY + SOURCES[granularity]
+    text += f"routing: {{plan_around: {str(plan_around).lower()}}}\n"
     policy: Policy = parse_policy(text, "bench policy")
     cluster_bytes = cluster_path.read_bytes()
     source = TrafficInput(policy.traffic, RecordedAnswer(answer_path.read_bytes(), "answer"))
@@ -104,18 +107,18 @@ def measure_cycle(cluster_path: Path, answer_path: Path, granularity: str) -> di
     traffic = stages.run("map traffic to pods", lambda: source.mapped(answers, snapshot))
     if isinstance(traffic, TrafficFailure):
         raise SystemExit(f"bench: the synthetic answer was refused: {traffic.detail}")
-    # As plan_cycle weighs routing: the calls to each Service, the advice, and the traffic as
-    # the recommended routing would send it, which the moves are planned on.
+    # As plan_cycle weighs routing: the calls to each Service, the advice, and with
+    # plan_around the traffic as the recommended routing would send it, for the moves.
     topology = topology_of(policy, snapshot)
     price = price_of(policy, topology)
     calls = stages.run("routing: calls", lambda: service_calls(policy, snapshot, traffic))
     advice = stages.run("routing: advice", lambda: routing_advice(policy, snapshot, calls, price))
 
     def reroute() -> Traffic:
-        assumed = changes(advice, snapshot) if policy.routing.plan_around else {}
+        assumed = changes(advice, snapshot)
         return rerouted(calls, assumed) if assumed and calls is not None else traffic
 
-    planned = stages.run("routing: reroute", reroute)
+    planned = stages.run("routing: reroute", reroute) if plan_around else traffic
     view = stages.run("build graph", lambda: build_view(policy, snapshot, planned, topology))
     candidates: list[Candidate] = []
     for config in policy.strategies:
@@ -137,7 +140,8 @@ def measure_cycle(cluster_path: Path, answer_path: Path, granularity: str) -> di
         actual = cost_model(policy, snapshot, traffic, topology)
         return actual.tally(snapshot).figures(topology, price)
 
-    stages.run("routing: figures as routed now", figures_today)
+    if plan_around:
+        stages.run("routing: figures as routed now", figures_today)
     cycle_seconds, cycle_peak = sum(f["seconds"] for f in stages.figures), peak_rss_mib()
     lifted = policy.model_copy(update={"limits": Limits(**dict.fromkeys(Limits.model_fields))})
     started = time.perf_counter()
@@ -199,7 +203,9 @@ def _floors(path: Path, repeats: int) -> dict[str, float]:
     }
 
 
-def measure_size(size: Size, seed: int, workdir: Path, repeats: int) -> list[dict[str, Any]]:
+def measure_size(
+    size: Size, seed: int, workdir: Path, repeats: int, plan_around: bool
+) -> list[dict[str, Any]]:
     started = time.perf_counter()
     synthetic = generate(size, seed)
     cluster_path = workdir / f"{size.name}-cluster.json"
@@ -214,10 +220,13 @@ def measure_size(size: Size, seed: int, workdir: Path, repeats: int) -> list[dic
     list_floors = _floors(cluster_path, repeats)
     list_parser = min(list_floors, key=list_floors.__getitem__)
     rows = []
+    around = ["--plan-around"] if plan_around else []
     for granularity in GRANULARITIES:
         floors = _floors(paths[granularity], repeats)
         cycles = [
-            _in_fresh_process("--cycle", str(cluster_path), str(paths[granularity]), granularity)
+            _in_fresh_process(
+                "--cycle", str(cluster_path), str(paths[granularity]), granularity, *around
+            )
             for _ in range(repeats)
         ]
         cycle = _median_run(cycles, "cycle_seconds")
@@ -329,7 +338,8 @@ def plot(rows: list[dict[str, Any]], path: Path) -> None:
 def main() -> None:
     if sys.argv[1:2] == ["--cycle"]:
         cluster, answer, granularity = sys.argv[2:5]
-        print(json.dumps(measure_cycle(Path(cluster), Path(answer), granularity)))
+        plan_around = sys.argv[5:6] == ["--plan-around"]
+        print(json.dumps(measure_cycle(Path(cluster), Path(answer), granularity, plan_around)))
         return
     if sys.argv[1:2] == ["--floor"]:
         print(json.dumps(measure_floor(Path(sys.argv[2]), sys.argv[3])))
@@ -339,11 +349,18 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--repeats", type=int, default=3, help="runs per cycle; the median is kept")
     parser.add_argument("--results", type=Path, default=ROOT / "bench" / "results")
+    parser.add_argument(
+        "--plan-around",
+        action="store_true",
+        help="with routing.plan_around (off by default): its two stages measured too",
+    )
     args = parser.parse_args()
     rows = []
     with tempfile.TemporaryDirectory(prefix="bench-scale-") as workdir:
         for name in args.sizes.split(","):
-            rows += measure_size(SIZES[name], args.seed, Path(workdir), args.repeats)
+            rows += measure_size(
+                SIZES[name], args.seed, Path(workdir), args.repeats, args.plan_around
+            )
     text = table(rows)
     exponents = {g: growth_exponent(rows, g) for g in GRANULARITIES}
     notes = "\n".join(
@@ -354,7 +371,9 @@ def main() -> None:
     args.results.mkdir(parents=True, exist_ok=True)
     heading = (
         f"# One planning cycle at scale, seed {args.seed}\n\n"
-        "Written by `make bench-scale`. Seconds per stage, each measured in a fresh process; the "
+        "Written by `make bench-scale`, with the default policy"
+        + (" and `routing.plan_around: true`" if args.plan_around else "")
+        + ". Seconds per stage, each measured in a fresh process; the "
         f"cycle is their sum. Each cycle and floor ran {args.repeats} times; the table shows the "
         "run with the median time, and every run's cycle time. The floor decodes the same "
         "answer with a fast JSON parser and does nothing else; it was measured with each of "
