@@ -213,10 +213,11 @@ class Controller:
         due and the routing changes the policy and each Service's annotation allow. A failure
         here is logged, and leaves the cycle's result alone: its evictions are done."""
         self.metrics.observe_routing(advice, policy.price.currency)
-        actions = routing_actions(advice, snapshot, policy, now, self.routing_memory)
-        memory = actions.memory
         routing = RoutingClient(self.api, self.recorder, dry_run=policy.mode == "dry-run")
+        memory = self.routing_memory
         try:
+            actions = routing_actions(advice, snapshot, policy, now, memory)
+            memory = actions.memory
             for announcement in actions.announcements:
                 if self._may_act():
                     routing.announce(announcement)
