@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from itertools import pairwise
 from typing import Annotated, Any, Literal
 
@@ -222,7 +223,11 @@ class Scope(Strict):
     pod_selector: LabelSelector | None = None
     """When set, only pods matching it may be moved; traffic to other pods still counts."""
     opt_out_annotation: str = "topology-rebalancer.io/exclude"
-    """Set to "true" on a pod or its workload to keep the rebalancer away from it."""
+    """Set to "true" on a pod or its workload (or a Service) to keep the rebalancer away."""
+
+    def opted_out(self, *annotations: Mapping[str, str]) -> bool:
+        """Whether any of these objects' annotations asks the rebalancer to stay away."""
+        return any(a.get(self.opt_out_annotation, "").lower() == "true" for a in annotations)
 
 
 class SpreadFloor(Strict):

@@ -37,7 +37,7 @@ def protection_reason(
         return "outside the pod selector"
     workload = snapshot.workloads.get(pod.workload) if pod.workload else None
     annotations = [pod.annotations, workload.annotations if workload else {}]
-    if any(a.get(scope.opt_out_annotation, "").lower() == "true" for a in annotations):
+    if scope.opted_out(*annotations):
         return f"opted out ({scope.opt_out_annotation})"
     if pod.controller_kind == "DaemonSet":
         return "daemonset pod"

@@ -152,8 +152,10 @@ def routing_actions(
 
 
 def _in_scope(service: Service, policy: Policy) -> bool:
-    opted_out = service.annotations.get(policy.scope.opt_out_annotation, "").lower() == "true"
-    return policy.scope.namespaces.refusal(service.namespace) is None and not opted_out
+    scope = policy.scope
+    return scope.namespaces.refusal(service.namespace) is None and not scope.opted_out(
+        service.annotations
+    )
 
 
 def _amount(rate: float) -> str:
