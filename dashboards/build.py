@@ -131,6 +131,16 @@ def panels() -> list[timeseries.Panel | stat.Panel]:
             _query(f"max(topology_rebalancer_routing_saving_per_month{{{NS}}})", "saved"),
         ),
         _timeseries(
+            "Gangs left to their owner",
+            "Gangs placed by Kueue, Volcano, KAI-Scheduler, JobSet, ... that span more domains "
+            "than they need. The rebalancer never moves their members; `rebalancer plan` and the "
+            "controller's log say how to ask the owner to keep each one together.",
+            "short",
+            _query(
+                f"max by (owner) (topology_rebalancer_owned_gangs_spread{{{NS}}}) > 0", "{{owner}}"
+            ),
+        ),
+        _timeseries(
             "Moves planned against moves done",
             "Planned by the last cycle, and evictions that went through.",
             "short",

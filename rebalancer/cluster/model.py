@@ -166,6 +166,11 @@ class Pod(msgspec.Struct, frozen=True, gc=False):
     uid: str = ""
     """metadata.uid: tells the pod planned for from a namesake made since (a StatefulSet's
     replacement has the same name). Empty where the source gives none."""
+    scheduler_name: str = ""
+    """spec.schedulerName; empty where the source gives none (the default scheduler)."""
+    pod_group: str = ""
+    """spec.schedulingGroup.podGroupName: the upstream PodGroup (scheduling.k8s.io) the pod
+    belongs to; empty for none."""
 
     @property
     def key(self) -> str:

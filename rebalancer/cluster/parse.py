@@ -252,6 +252,8 @@ def _parse_pod(
         has_pvc=any("persistentVolumeClaim" in v or "ephemeral" in v for v in volumes),
         created=metadata.creationTimestamp or "",
         uid=metadata.uid or "",
+        scheduler_name=spec.schedulerName or "",
+        pod_group=(spec.schedulingGroup.podGroupName or "") if spec.schedulingGroup else "",
     )
 
 

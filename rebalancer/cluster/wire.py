@@ -85,9 +85,15 @@ class WireTaint(msgspec.Struct):
     effect: str = ""
 
 
+class WireSchedulingGroup(msgspec.Struct):
+    podGroupName: str | None = None  # noqa: N815
+
+
 class WireSpec(msgspec.Struct):
     # Pod
     nodeName: str | None = None  # noqa: N815
+    schedulerName: str | None = None  # noqa: N815
+    schedulingGroup: WireSchedulingGroup | None = None  # noqa: N815
     containers: list[WireContainer] | None = None
     initContainers: list[WireContainer] | None = None  # noqa: N815
     affinity: WireAffinity | None = None

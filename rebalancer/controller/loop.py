@@ -43,6 +43,7 @@ from rebalancer.planning.cycle import (
     plan_cycle,
     remember,
 )
+from rebalancer.planning.owned_gangs import OwnedGang
 from rebalancer.planning.report import stray_warnings
 from rebalancer.planning.routing import RoutingMemory, routing_actions
 from rebalancer.planning.state import PlannerState
@@ -97,6 +98,8 @@ class Controller:
     errors_in_a_row: int = field(default=0, init=False)
     routing_memory: RoutingMemory = field(default_factory=RoutingMemory, init=False)
     """The routing Events said and changes made, so neither is repeated every cycle."""
+    owned_gangs_seen: dict[str, tuple[int, int]] = field(default_factory=dict, init=False)
+    """Each owned gang last reported spread, with its spread, so it is logged once."""
 
     def run_cycle(self) -> CycleReport:
         started = time.monotonic()
@@ -169,6 +172,7 @@ class Controller:
         self.metrics.observe_plan(
             outcome.plan, outcome.today or outcome.plan.before, policy.price.currency
         )
+        self._report_owned_gangs(outcome.owned_gangs)
         steering = None
         if policy.mode == "migrate" and self.hints is not None:
             steering = Steering(self.hints, policy.migrate, self.clock)
@@ -205,6 +209,25 @@ class Controller:
         self.state.save(remember(outcome.state, acted, policy, now))
         self._route(outcome.routing, snapshot, policy, now)
         return CycleReport("ok", outcomes=tuple(outcomes))
+
+    def _report_owned_gangs(self, gangs: tuple[OwnedGang, ...]) -> None:
+        """The metric every cycle; a log line for a gang when it is first seen spread, not each
+        cycle it stays so."""
+        self.metrics.observe_owned_gangs(gangs)
+        seen = {gang.gang: (gang.spans, gang.fits_in) for gang in gangs}
+        for gang in gangs:
+            if self.owned_gangs_seen.get(gang.gang) != seen[gang.gang]:
+                _log.info(
+                    "%s gang %s spans %d %ss but fits in %d; not moved: %s",
+                    gang.owner,
+                    gang.gang,
+                    gang.spans,
+                    gang.level,
+                    gang.fits_in,
+                    gang.fix,
+                    extra={"fields": {"owner": gang.owner, "gang": gang.gang}},
+                )
+        self.owned_gangs_seen = seen
 
     def _route(
         self, advice: tuple[RoutingAdvice, ...], snapshot: Snapshot, policy: Policy, now: float

@@ -17,11 +17,13 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, make
 from rebalancer.clients.eviction import EvictionResult
 from rebalancer.clients.routing import ChangeResult
 from rebalancer.clients.stores import ReloadResult
+from rebalancer.cluster.gang_owners import OWNERS
 from rebalancer.cost.figures import Figures
 from rebalancer.cost.routing import RoutingAdvice
 from rebalancer.identity import running_version
 from rebalancer.planning.cycle import CycleResult
 from rebalancer.planning.landing import LandingResult
+from rebalancer.planning.owned_gangs import OwnedGang
 from rebalancer.planning.types import Plan, SkipCategory
 from rebalancer.strategies.registry import STRATEGIES
 from rebalancer.traffic.model import FailureReason
@@ -100,6 +102,12 @@ class ControllerMetrics:
             "Routing changes the controller made or tried, by result.",
             ["result"],
         )
+        self.owned_gangs = gauge(
+            "owned_gangs_spread",
+            "Gangs another scheduler places that span more domains than they need, by owner: "
+            "never moved, reported in the plan with their owner's fix.",
+            ["owner"],
+        )
         self.leader = gauge("leader", "1 while this replica holds the lease and acts.")
         self.last_success = gauge(
             "last_success_timestamp_seconds", "When the last cycle that could act ended."
@@ -125,6 +133,12 @@ class ControllerMetrics:
             self.traffic_failures.labels(reason)
         for change_result in get_args(ChangeResult):
             self.routing_changes.labels(change_result)
+        for owner in OWNERS:
+            self.owned_gangs.labels(owner)
+
+    def observe_owned_gangs(self, gangs: Sequence[OwnedGang]) -> None:
+        for owner in OWNERS:
+            self.owned_gangs.labels(owner).set(sum(gang.owner == owner for gang in gangs))
 
     def observe_plan(self, plan: Plan, now: Figures, currency: str) -> None:
         """`now`: the traffic as routed today, which `plan.before` is not when the plan assumed

@@ -28,10 +28,12 @@ from rebalancer.cost.pod_pairs import PodCostModel
 from rebalancer.cost.routing import RoutingAdvice, ServiceCalls, advise, changes, rerouted
 from rebalancer.cost.workload_pairs import WorkloadCostModel
 from rebalancer.planning.landing import Hint, Judged, Landing, expected_landing, judge
+from rebalancer.planning.owned_gangs import OwnedGang, owned_gangs
 from rebalancer.planning.planner import plan
 from rebalancer.planning.state import PlannerState
 from rebalancer.planning.types import Move, Plan
 from rebalancer.strategies.framework import Candidate, ClusterView
+from rebalancer.strategies.gang_consolidation import PLUGIN_NAME as GANG_CONSOLIDATION
 from rebalancer.strategies.registry import STRATEGIES
 from rebalancer.traffic.model import PodTraffic, Traffic, TrafficFailure, WorkloadTraffic
 
@@ -55,6 +57,8 @@ class CycleOutcome:
     today: Figures | None = None
     """The traffic as routed now, when the plan was made on the traffic as the recommended
     routing would send it: the plan's `before` is then after those routing changes."""
+    owned_gangs: tuple[OwnedGang, ...] = ()
+    """Gangs another scheduler places, spread wider than they need: reported, never moved."""
 
 
 @contextmanager
@@ -142,6 +146,7 @@ def plan_cycle(
     observed = state.observe(candidates)
     required = policy.persistence.cycles if persistence_required is None else persistence_required
     result = plan(view, candidates, rules, observed, now=now, persistence_required=required)
+    gangs = tuple(owned_gangs(view, gang_level(policy, topology)))
     today = None
     if planned is not traffic:
         actual = cost_model(policy, snapshot, traffic, topology)
@@ -154,7 +159,21 @@ def plan_cycle(
         stray_pods=stray_pods(snapshot),
         routing=routing,
         today=today,
+        owned_gangs=gangs,
     )
+
+
+def gang_level(policy: Policy, topology: Topology) -> int:
+    """The level gangs are judged at: gang-consolidation's, when it runs, else the narrowest
+    level in force with a domain of several nodes (a rack where racks are labelled, not the
+    host), where a training gang's traffic is."""
+    for config in policy.strategies:
+        if config.enabled and config.name == GANG_CONSOLIDATION:
+            return topology.level_index(config.args.level)
+    shared = {d.level for d, nodes in topology.nodes_by_domain.items() if len(nodes) > 1}
+    in_force = [i for i in range(len(topology.levels)) if i not in topology.not_in_force]
+    zone = topology.level_index(policy.topology.zone_level)
+    return max((i for i in in_force if i in shared), default=zone)
 
 
 def service_calls(policy: Policy, snapshot: Snapshot, traffic: Traffic) -> ServiceCalls | None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from rebalancer.cluster.gang_owners import gang_membership
 from rebalancer.cluster.model import (
     SYSTEM_CRITICAL_CLASSES,
     Pod,
@@ -43,6 +44,9 @@ def protection_reason(
         return "daemonset pod"
     if pod.controller_kind == "Node":
         return "static pod"
+    gang = gang_membership(pod)
+    if gang is not None:
+        return f"member of {gang.owner} gang {gang.gang} ({gang.evidence}): its owner places it"
     if pod.workload is None and not protections.evict_bare_pods:
         return "bare pod (no controller recreates it)"
     if pod.priority_class_name in SYSTEM_CRITICAL_CLASSES and not protections.evict_system_critical:

@@ -12,6 +12,7 @@ from rebalancer.cluster.topology import Topology
 from rebalancer.cost.figures import Figures
 from rebalancer.cost.routing import RoutingAdvice
 from rebalancer.planning.cycle import CycleOutcome
+from rebalancer.planning.owned_gangs import OwnedGang
 
 
 def rounded(value: Any) -> Any:
@@ -103,6 +104,19 @@ def outcome_json(outcome: CycleOutcome, unit: str, currency: str) -> dict[str, A
                 "note": advice.note,
             }
             for advice in outcome.routing
+        ],
+        owned_gangs=[
+            {
+                "owner": gang.owner,
+                "gang": gang.gang,
+                "pods": gang.pods,
+                "level": gang.level,
+                "spans": gang.spans,
+                "fits_in": gang.fits_in,
+                "crossing": gang.crossing,
+                "fix": gang.fix,
+            }
+            for gang in outcome.owned_gangs
         ],
     )
     return document
@@ -196,7 +210,29 @@ def outcome_table(outcome: CycleOutcome, unit: str, currency: str) -> str:
             ["pod", "reason", "strategy"], [[s.pod, s.reason, s.strategy] for s in plan.skipped]
         )
     lines += routing_lines(outcome.routing, currency)
+    lines += owned_gang_lines(outcome.owned_gangs)
     return "\n".join(lines)
+
+
+def owned_gang_lines(gangs: Sequence[OwnedGang]) -> list[str]:
+    """Gangs another scheduler places, wider than they need: never moved, so the fix is the
+    owner's."""
+    if not gangs:
+        return []
+    rows = [
+        [
+            gang.gang,
+            gang.owner,
+            str(gang.pods),
+            f"{gang.spans} {gang.level}s, fits in {gang.fits_in}",
+            f"{gang.crossing:.4g}",
+            gang.fix,
+        ]
+        for gang in gangs
+    ]
+    header = ["gang", "owner", "pods", "spread", "crossing", "fix with its owner"]
+    title = "gangs another scheduler places, spread wider than they need (not moved):"
+    return ["", title, *_table(header, rows)]
 
 
 def routing_lines(routing: Sequence[RoutingAdvice], currency: str) -> list[str]:

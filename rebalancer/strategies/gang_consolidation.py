@@ -10,6 +10,7 @@ it, keeping the domains where most members already run, so the fewest pods move.
 from __future__ import annotations
 
 from collections import defaultdict
+from dataclasses import dataclass
 from typing import Annotated, Literal
 
 import networkx as nx
@@ -73,32 +74,14 @@ class GangConsolidation:
         return total > 0 and internal / total >= self.args.min_internal_share
 
     def _consolidate(self, view: ClusterView, name: str, members: list[str]) -> list[Candidate]:
-        topology, cost = view.topology, view.cost
-        level = topology.level_index(self.args.level)
-        by_domain: dict[Domain, list[str]] = defaultdict(list)
-        for pod in members:
-            domain = topology.domain_of(cost.locations[pod], level)
-            if domain is None:
-                return []  # part of the group sits where the topology is unknown: do not guess
-            by_domain[domain].append(pod)
-        if len(by_domain) < 2:
+        packing = fewest_domains(view, members, view.topology.level_index(self.args.level))
+        if packing is None:
             return []
-        room = {d: self._room(view, d, members) for d in topology.domains_at(level)}
-        ranked = sorted(room, key=lambda d: (-len(by_domain.get(d, [])), -room[d], d.key))
-        chosen: list[Domain] = []
-        capacity = 0
-        for domain in ranked:
-            chosen.append(domain)
-            capacity += len(by_domain.get(domain, [])) + room[domain]
-            if capacity >= len(members):
-                break
-        if capacity < len(members) or len(chosen) >= len(by_domain):
-            return []
-        spare = {d: room[d] for d in chosen}
-        outside = [pod for d, pods in by_domain.items() if d not in chosen for pod in pods]
+        cost = view.cost
+        spare = {d: packing.room[d] for d in packing.chosen}
         candidates = []
-        for pod in sorted(outside):
-            open_domains = [d for d in chosen if spare[d] > 0]
+        for pod in packing.outside:
+            open_domains = [d for d in packing.chosen if spare[d] > 0]
             if not open_domains:
                 break
             target = max(open_domains, key=lambda d: (cost.gain(pod, d), d.key))
@@ -111,34 +94,79 @@ class GangConsolidation:
                     pod=pod,
                     target=target,
                     gain=gain,
-                    reason=f"group {name} spans {len(by_domain)} {self.args.level}s "
-                    f"but fits in {len(chosen)}",
+                    reason=f"group {name} spans {len(packing.spanned)} {self.args.level}s "
+                    f"but fits in {len(packing.chosen)}",
                     strategy=self.name,
                 )
             )
         return candidates
 
-    def _room(self, view: ClusterView, domain: Domain, members: list[str]) -> int:
-        """How many more group-sized pods the domain's nodes can take, by free requests (GPUs and
-        other extended resources included: on GPU racks they run out first)."""
-        requests = [view.snapshot.pods[member].requests for member in members]
-        scalars: dict[str, int] = {}
-        for each in requests:
-            for name, amount in each.scalars:
-                scalars[name] = max(scalars.get(name, 0), amount)
-        largest = Resources(
-            max(r.cpu_millis for r in requests),
-            max(r.memory_bytes for r in requests),
-            1,
-            tuple(sorted(scalars.items())),
-        )
-        room = 0
-        for node_name in view.topology.nodes_by_domain.get(domain, []):
-            node = view.snapshot.nodes[node_name]
-            if node.unschedulable or not node.ready:
-                continue
-            room += largest.copies_in(view.occupancy.free(node))
-        return max(room, 0)
+
+@dataclass(frozen=True)
+class Packing:
+    """A group spread over more domains of a level than it needs, and the fewest that hold it."""
+
+    spanned: dict[Domain, list[str]]
+    """Each domain the group runs in now, with its members there."""
+    chosen: list[Domain]
+    """The fewest domains that can hold the whole group, where most members already run first."""
+    room: dict[Domain, int]
+    """How many more group-sized pods each domain of the level can take."""
+
+    @property
+    def outside(self) -> list[str]:
+        """The members that would move: those outside the chosen domains."""
+        chosen = set(self.chosen)
+        return sorted(p for d, pods in self.spanned.items() if d not in chosen for p in pods)
+
+
+def fewest_domains(view: ClusterView, members: list[str], level: int) -> Packing | None:
+    """The group's packing at `level`, or None when it already runs in as few domains as can
+    hold it, or part of it runs where the topology is unknown (never guessed)."""
+    topology, cost = view.topology, view.cost
+    spanned: dict[Domain, list[str]] = defaultdict(list)
+    for pod in members:
+        domain = topology.domain_of(cost.locations[pod], level)
+        if domain is None:
+            return None
+        spanned[domain].append(pod)
+    if len(spanned) < 2:
+        return None
+    room = {d: _room(view, d, members) for d in topology.domains_at(level)}
+    ranked = sorted(room, key=lambda d: (-len(spanned.get(d, [])), -room[d], d.key))
+    chosen: list[Domain] = []
+    capacity = 0
+    for domain in ranked:
+        chosen.append(domain)
+        capacity += len(spanned.get(domain, [])) + room[domain]
+        if capacity >= len(members):
+            break
+    if capacity < len(members) or len(chosen) >= len(spanned):
+        return None
+    return Packing(dict(spanned), chosen, room)
+
+
+def _room(view: ClusterView, domain: Domain, members: list[str]) -> int:
+    """How many more group-sized pods the domain's nodes can take, by free requests (GPUs and
+    other extended resources included: on GPU racks they run out first)."""
+    requests = [view.snapshot.pods[member].requests for member in members]
+    scalars: dict[str, int] = {}
+    for each in requests:
+        for name, amount in each.scalars:
+            scalars[name] = max(scalars.get(name, 0), amount)
+    largest = Resources(
+        max(r.cpu_millis for r in requests),
+        max(r.memory_bytes for r in requests),
+        1,
+        tuple(sorted(scalars.items())),
+    )
+    room = 0
+    for node_name in view.topology.nodes_by_domain.get(domain, []):
+        node = view.snapshot.nodes[node_name]
+        if node.unschedulable or not node.ready:
+            continue
+        room += largest.copies_in(view.occupancy.free(node))
+    return max(room, 0)
 
 
 def new(args: StrategyArgs) -> Strategy:
