@@ -186,6 +186,10 @@ class LocalCluster:
                 "--allow-privileged=true",
                 "--endpoint-reconciler-type=none",
                 "--profiling=false",
+                # The upstream PodGroup API (alpha in 1.36), whose gangs the rebalancer leaves
+                # to their scheduler: pods name theirs in spec.schedulingGroup.
+                "--feature-gates=GenericWorkload=true",
+                "--runtime-config=scheduling.k8s.io/v1alpha2=true",
             ],
         )
         session = self._admin_session()

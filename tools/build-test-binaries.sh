@@ -63,11 +63,16 @@ fi
 # CRDs that deploy/ uses, so it can be applied to the test API server: the Prometheus Operator's
 # ServiceMonitor and PrometheusRule, and cert-manager's Issuer and Certificate. Both projects ship
 # them in their Go modules, which the module proxy serves.
-# fetch_crds MODULE@VERSION DIRECTORY_IN_MODULE FILE...
+# fetch_crds [PREFIX] MODULE@VERSION DIRECTORY_IN_MODULE FILE...
 fetch_crds() {
+    local prefix=crds
+    if [[ $1 != *@* ]]; then
+        prefix=$1
+        shift
+    fi
     local module=$1 directory=$2
     shift 2
-    local target="$bin/crds-${module##*/}"
+    local target="$bin/$prefix-${module##*/}"
     if [[ -d "$target" ]]; then
         return
     fi
@@ -84,4 +89,24 @@ fetch_crds github.com/prometheus-operator/prometheus-operator@v0.89.0 example/pr
     monitoring.coreos.com_servicemonitors.yaml monitoring.coreos.com_prometheusrules.yaml
 fetch_crds github.com/cert-manager/cert-manager@v1.21.2 deploy/crds \
     cert-manager.io_issuers.yaml cert-manager.io_certificates.yaml
+# The gang schedulers' and gang owners' CRDs, for the test that a cycle leaves their gangs to
+# them: each project's own files, from its Go module (kept apart from deploy/'s, which every
+# overlay test applies).
+fetch_crds gang-crds sigs.k8s.io/kueue@v0.17.0 config/components/crd/bases \
+    kueue.x-k8s.io_workloads.yaml kueue.x-k8s.io_topologies.yaml \
+    kueue.x-k8s.io_resourceflavors.yaml kueue.x-k8s.io_clusterqueues.yaml \
+    kueue.x-k8s.io_localqueues.yaml
+fetch_crds gang-crds volcano.sh/volcano@v1.15.0 config/crd/volcano/bases \
+    scheduling.volcano.sh_podgroups.yaml batch.volcano.sh_jobs.yaml \
+    topology.volcano.sh_hypernodes.yaml
+fetch_crds gang-crds github.com/NVIDIA/KAI-scheduler@v0.12.0 deployments/kai-scheduler/crds \
+    scheduling.run.ai_podgroups.yaml kai.scheduler_topologies.yaml
+fetch_crds gang-crds sigs.k8s.io/jobset@v0.12.0 config/components/crd/bases \
+    jobset.x-k8s.io_jobsets.yaml
+fetch_crds gang-crds sigs.k8s.io/lws@v0.7.0 config/crd/bases \
+    leaderworkerset.x-k8s.io_leaderworkersets.yaml
+fetch_crds gang-crds sigs.k8s.io/scheduler-plugins@v0.34.7 config/crd/bases \
+    scheduling.x-k8s.io_podgroups.yaml
+fetch_crds gang-crds github.com/koordinator-sh/koordinator@v1.8.0 config/crd/bases \
+    scheduling.sigs.k8s.io_podgroups.yaml
 echo "$bin"
