@@ -14,7 +14,7 @@ from harness.paths import DEPLOY, EXAMPLES
 
 INSTALL = EXAMPLES / "install"
 BUNDLES = INSTALL / "bundle"
-COMPONENTS = ("monitoring", "routing")
+COMPONENTS = ("monitoring", "routing", "surge")
 MONITORING = DEPLOY / "components" / "monitoring"
 
 

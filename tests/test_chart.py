@@ -30,6 +30,7 @@ MODES: dict[str, dict[str, Any]] = {
         "monitoring": {"serviceMonitor": True, "prometheusRule": True, "dashboard": True}
     },
     "routing-apply": {"mode": "evict", "policy": {"routing": {"apply": True}}},
+    "surge": {"mode": "migrate", "policy": {"migrate": {"method": "surge"}}},
     "secured-prometheus": {
         "prometheus": {
             "url": "https://mimir.example/prometheus",

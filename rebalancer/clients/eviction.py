@@ -26,8 +26,12 @@ from rebalancer.errors import SourceUnavailableError
 from rebalancer.planning.landing import Hint, expected_landing
 from rebalancer.planning.types import Move
 
-EvictionResult = Literal["evicted", "would-evict", "refused-by-pdb", "cancelled", "failed"]
-"""`cancelled`: the cluster changed between planning and evicting, so the move was not sent."""
+EvictionResult = Literal[
+    "evicted", "would-evict", "refused-by-pdb", "cancelled", "failed", "surged", "would-surge"
+]
+"""How a move was acted on. `cancelled`: the cluster changed between planning and evicting, so
+the move was not sent; `surged` / `would-surge`: a surge migration was started (or would be),
+with nothing evicted."""
 _log = logging.getLogger(__name__)
 _REPLACED = "the pod was replaced by another of the same name since it was planned"
 

@@ -192,6 +192,11 @@ class Workload:
     ref: WorkloadRef
     replicas: int | None
     annotations: Mapping[str, str]
+    paused: bool = False
+    """A Deployment's spec.paused."""
+    rollout: str | None = None
+    """Why a rollout is under way (the controller has not seen the latest spec, or not every
+    pod runs it), or None when it is done or not known."""
 
 
 class Endpoint(msgspec.Struct, frozen=True, gc=False):
@@ -246,6 +251,8 @@ class Snapshot:
     workloads: dict[WorkloadRef, Workload] = field(default_factory=dict)
     services: dict[str, Service] = field(default_factory=dict)
     """By namespace/name; empty where the source listed none (an older snapshot file)."""
+    autoscaled: dict[WorkloadRef, str] = field(default_factory=dict)
+    """Workloads a HorizontalPodAutoscaler scales, with its name."""
 
     def indexes(self) -> SnapshotIndexes:
         """Built afresh on every call: the simulator changes its snapshot between cycles."""

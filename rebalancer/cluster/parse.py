@@ -257,6 +257,31 @@ def _parse_pod(
     )
 
 
+def _parse_workload(kind: str, item: WireObject) -> Workload:
+    metadata, spec, status = _parts(item)
+    replicas = 1 if spec.replicas is None else spec.replicas
+    return Workload(
+        WorkloadRef(kind, metadata.namespace or "default", metadata.name),
+        replicas,
+        metadata.annotations or {},
+        paused=bool(spec.paused),
+        rollout=_rollout(metadata.generation, status, replicas) if kind == "Deployment" else None,
+    )
+
+
+def _rollout(generation: int | None, status: WireStatus, replicas: int) -> str | None:
+    """Why a Deployment's rollout is under way, from its status; None when it is done (or its
+    status says nothing, as in a snapshot file written by hand)."""
+    observed = status.observedGeneration
+    if generation is not None and observed is not None and observed < generation:
+        return "its controller has not yet seen its latest spec"
+    if status.updatedReplicas is not None and status.updatedReplicas < replicas:
+        return f"{status.updatedReplicas} of {replicas} pods on the latest template"
+    if status.replicas is not None and status.replicas > replicas:
+        return f"{status.replicas} pods for {replicas} replicas"
+    return None
+
+
 def _parse_pdb(item: WireObject) -> Pdb:
     metadata, spec, status = _parts(item)
     observed = status.observedGeneration
@@ -424,11 +449,13 @@ def parse_items(
             key = (metadata.namespace or "default", metadata.name)
             replicaset_owners[key] = _controller_of(metadata)
         elif kind in {"Deployment", "StatefulSet"}:
-            ref = WorkloadRef(kind, metadata.namespace or "default", metadata.name)
-            replicas = (item.spec or NO_SPEC).replicas
-            snapshot.workloads[ref] = Workload(
-                ref, 1 if replicas is None else replicas, metadata.annotations or {}
-            )
+            workload = _parse_workload(kind, item)
+            snapshot.workloads[workload.ref] = workload
+        elif kind == "HorizontalPodAutoscaler":
+            target = (item.spec or NO_SPEC).scaleTargetRef
+            if target is not None and target.kind and target.name:
+                ref = WorkloadRef(target.kind, metadata.namespace or "default", target.name)
+                snapshot.autoscaled[ref] = metadata.name
         elif kind == "Service":
             services.append((reader, item))
         elif kind == "EndpointSlice":

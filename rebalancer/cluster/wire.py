@@ -89,6 +89,11 @@ class WireSchedulingGroup(msgspec.Struct):
     podGroupName: str | None = None  # noqa: N815
 
 
+class WireScaleTarget(msgspec.Struct):
+    kind: str = ""
+    name: str = ""
+
+
 class WireSpec(msgspec.Struct):
     # Pod
     nodeName: str | None = None  # noqa: N815
@@ -109,6 +114,9 @@ class WireSpec(msgspec.Struct):
     # PodDisruptionBudget and the workloads (a label selector); Service (a plain label map)
     selector: dict[str, Any] | None = None
     replicas: Annotated[int, msgspec.Meta(ge=0)] | None = None
+    paused: bool | None = None
+    # HorizontalPodAutoscaler
+    scaleTargetRef: WireScaleTarget | None = None  # noqa: N815
     # Service
     trafficDistribution: str | None = None  # noqa: N815
     clusterIP: str | None = None  # noqa: N815
@@ -126,6 +134,9 @@ class WireStatus(msgspec.Struct):
     allocatable: WireQuantities | None = None
     disruptionsAllowed: Annotated[int, msgspec.Meta(ge=0)] | None = None  # noqa: N815
     observedGeneration: int | None = None  # noqa: N815
+    # Deployment
+    replicas: int | None = None
+    updatedReplicas: int | None = None  # noqa: N815
 
 
 class WireHint(msgspec.Struct):

@@ -301,8 +301,37 @@ class Persistence(Strict):
     """A move must have been proposed this many consecutive cycles before it is made."""
 
 
+class Surge(Strict):
+    """Make-before-break for Deployments (`migrate.method: surge`): scale up by one with the new
+    pod steered to the target, wait for it to be Ready there, give the old pod the lowest
+    pod-deletion-cost, scale back. Ready replicas never fall below the desired count."""
+
+    ready_timeout_seconds: Annotated[float, Field(gt=0)] = 300
+    """How long the new pod has to be Ready in the target; then the surge is undone (scaled
+    back, the old pod kept) and the workload backs off as after a missed landing."""
+    single_replica: bool = True
+    """Single-replica Deployments may be moved by surge, whatever `protections.evict_single_
+    replica` says: the old pod serves until the new one is Ready, so there is no downtime."""
+    zero_disruption_pdb: bool = True
+    """Deployments whose PDB allows no disruption (minAvailable equal to the replicas, the
+    usual guard of a single replica) may be moved by surge: nothing is evicted, and as many
+    pods are Ready throughout as the PDB asks for. False: a surge needs a disruption allowed,
+    for PDBs set to zero as a freeze."""
+    autoscaled: bool = False
+    """Deployments a HorizontalPodAutoscaler scales may be surged. Off: the autoscaler may undo
+    the extra replica, or scale while the surge holds it, and the surge would then be undone."""
+
+
 class Migrate(Strict):
     """How migrate mode steers replacements (through placement hints and the webhook)."""
+
+    method: Literal["evict", "surge"] = "evict"
+    """`evict`: evict the pod, then steer its replacement to the target. `surge`: for
+    Deployments, start the new pod at the target first and remove the old one once it is
+    Ready there (see `surge`); StatefulSets and Jobs are still evicted. A dry run previews
+    the method: the scale-up goes out as a server-side dry run."""
+    surge: Surge = Surge()
+    """How a surge waits, and which Deployments it may move (with `method: surge`)."""
 
     hint_ttl_seconds: Annotated[float, Field(gt=0)] = 300
     """A hint not used by then is dropped, so it never steers an unrelated later pod."""

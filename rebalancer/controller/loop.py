@@ -14,6 +14,7 @@ import datetime
 import logging
 import threading
 import time
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol, get_args
@@ -30,13 +31,16 @@ from rebalancer.clients.kube_api import ApiClient
 from rebalancer.clients.prometheus import PrometheusAccess, PrometheusReader
 from rebalancer.clients.routing import RoutingClient
 from rebalancer.clients.stores import ReloadResult
+from rebalancer.clients.surge import SurgeClient
 from rebalancer.cluster.model import Snapshot
 from rebalancer.config.policy import Mode, Policy
 from rebalancer.controller.metrics import ControllerMetrics
+from rebalancer.controller.surges import Surges
 from rebalancer.cost.routing import RoutingAdvice
 from rebalancer.errors import InputError, SourceUnavailableError, one_line
 from rebalancer.planning.cycle import (
     Acted,
+    CycleOutcome,
     CycleResult,
     collector_paused,
     judge_landings,
@@ -98,6 +102,8 @@ class Controller:
     errors_in_a_row: int = field(default=0, init=False)
     routing_memory: RoutingMemory = field(default_factory=RoutingMemory, init=False)
     """The routing Events said and changes made, so neither is repeated every cycle."""
+    process: str = field(default_factory=lambda: uuid.uuid4().hex, init=False)
+    """This process, in the surges it records: a surge another process recorded is inherited."""
     owned_gangs_seen: dict[str, tuple[int, int]] = field(default_factory=dict, init=False)
     """Each owned gang last reported spread, with its spread, so it is logged once."""
 
@@ -152,6 +158,9 @@ class Controller:
             traffic = TrafficInput(policy.traffic, reader).read(snapshot)
             now = self.clock()
             state = self.state.load()
+            if state.surges and self._may_act():
+                # Whatever the traffic says: a surge must not be left scaled up.
+                state = self._surges(policy, dry_run=False).advance(state)
             if not isinstance(traffic, TrafficFailure):
                 # A skipped cycle acts on nothing, releases included: the landings wait for
                 # the next cycle that may act.
@@ -173,6 +182,15 @@ class Controller:
             outcome.plan, outcome.today or outcome.plan.before, policy.price.currency
         )
         self._report_owned_gangs(outcome.owned_gangs)
+        outcomes = self._act(outcome, state, policy, now)
+        self._route(outcome.routing, snapshot, policy, now)
+        return CycleReport("ok", outcomes=tuple(outcomes))
+
+    def _act(
+        self, outcome: CycleOutcome, state: PlannerState, policy: Policy, now: float
+    ) -> list[Outcome]:
+        """The plan's moves: evictions first, then surges; the state after them saved."""
+        assert outcome.plan is not None
         steering = None
         if policy.mode == "migrate" and self.hints is not None:
             steering = Steering(self.hints, policy.migrate, self.clock)
@@ -186,8 +204,17 @@ class Controller:
                     outcome.plan.moves, now, policy.cooldown.per_workload_seconds
                 )
             )
+        evictions = tuple(move for move in outcome.plan.moves if move.method == "evict")
+        surged = [move for move in outcome.plan.moves if move.method == "surge"]
         executor = EvictionExecutor(self.api, self.recorder, dry_run=dry_run, steering=steering)
-        outcomes = executor.execute(outcome.plan.moves, still_allowed=self._may_act)
+        outcomes = executor.execute(evictions, still_allowed=self._may_act)
+        # Each surge's steps are saved as they are made, on a state that keeps every move's
+        # cooldown as the first save did.
+        started = outcome.state.record_moves(
+            outcome.plan.moves, now, policy.cooldown.per_workload_seconds
+        )
+        started, surge_outcomes = self._surges(policy, dry_run=dry_run).start(surged, started)
+        outcomes += surge_outcomes
         for done in outcomes:
             self.metrics.evictions.labels(done.result, done.move.strategy).inc()
             _log.info(
@@ -206,9 +233,26 @@ class Controller:
                 },
             )
         acted = [Acted(done.move, done.hint) for done in outcomes if done.result == "evicted"]
-        self.state.save(remember(outcome.state, acted, policy, now))
-        self._route(outcome.routing, snapshot, policy, now)
-        return CycleReport("ok", outcomes=tuple(outcomes))
+        surges = [done.move for done in outcomes if done.result == "surged"]
+        cooldown = policy.cooldown.per_workload_seconds
+        after = remember(outcome.state, acted, policy, now).record_moves(surges, now, cooldown)
+        # The surges as they stand once started, and the misses of those that could not start.
+        self.state.save(
+            after.model_copy(update={"surges": started.surges, "misses": started.misses})
+        )
+        return outcomes
+
+    def _surges(self, policy: Policy, *, dry_run: bool) -> Surges:
+        client = SurgeClient(self.api, self.recorder, self.hints, dry_run=dry_run)
+        return Surges(
+            client,
+            self.state,
+            policy.migrate.surge,
+            self.process,
+            self.clock,
+            lambda result: self.metrics.surges.labels(result).inc(),
+            self._may_act,
+        )
 
     def _report_owned_gangs(self, gangs: tuple[OwnedGang, ...]) -> None:
         """The metric every cycle; a log line for a gang when it is first seen spread, not each
@@ -303,7 +347,10 @@ class Controller:
         would steer whichever pod that controller creates next (a scale-up, say), so the first
         migrate cycle after takes it back."""
         awaited = [landing.hint for landing in state.landings]
-        withdrawn = hints.withdraw_unless(lambda hint: hint in awaited, now)
+        surging = {record.hint_owner for record in state.surges}
+        withdrawn = hints.withdraw_unless(
+            lambda hint: hint in awaited or hint.owner in surging, now
+        )
         for hint in withdrawn:
             _log.warning(
                 "withdrew a hint for %s/%s %s: its eviction was never recorded",

@@ -18,6 +18,7 @@ from rebalancer.clients.eviction import EvictionResult
 from rebalancer.clients.routing import ChangeResult
 from rebalancer.clients.stores import ReloadResult
 from rebalancer.cluster.gang_owners import OWNERS
+from rebalancer.controller.surges import SurgeResult
 from rebalancer.cost.figures import Figures
 from rebalancer.cost.routing import RoutingAdvice
 from rebalancer.identity import running_version
@@ -102,6 +103,12 @@ class ControllerMetrics:
             "Routing changes the controller made or tried, by result.",
             ["result"],
         )
+        self.surges = counter(
+            "surges",
+            "Surge migrations by result: started, would-surge (dry run), completed (the old pod "
+            "removed, the new one Ready in the target), reverted, abandoned, failed.",
+            ["result"],
+        )
         self.owned_gangs = gauge(
             "owned_gangs_spread",
             "Gangs another scheduler places that span more domains than they need, by owner: "
@@ -135,6 +142,8 @@ class ControllerMetrics:
             self.routing_changes.labels(change_result)
         for owner in OWNERS:
             self.owned_gangs.labels(owner)
+        for surge_result in get_args(SurgeResult):
+            self.surges.labels(surge_result)
 
     def observe_owned_gangs(self, gangs: Sequence[OwnedGang]) -> None:
         for owner in OWNERS:

@@ -27,7 +27,12 @@ from rebalancer.cost.model import CostModel, Worth
 from rebalancer.planning.budget import Budget, every_zone, zone_names
 from rebalancer.planning.nodes import NodeOrder, NoFit
 from rebalancer.planning.prejudged import Prejudged
-from rebalancer.planning.protections import protection_reason, unsettled_reason
+from rebalancer.planning.protections import (
+    protection_reason,
+    surge_refusal,
+    surged,
+    unsettled_reason,
+)
 from rebalancer.planning.state import PlannerState, RecentMove, remembered, streak_key
 from rebalancer.planning.types import Move, Plan, Skip, SkipCategory
 from rebalancer.strategies.framework import Candidate, ClusterView
@@ -62,6 +67,8 @@ class _Cycle:
     anchored: dict[str, list[Domain]] = field(default_factory=dict)
     """Pod -> domains it may not leave this cycle, because a peer moved in to join it there:
     a client and its server that each move toward the other would cross and stay split."""
+    surging: frozenset[str] = frozenset()
+    """Workloads with a surge under way (from the state): not moved again until it ends."""
     settling: dict[WorkloadRef, str | None] = field(default_factory=dict)
     """Each workload's `unsettled_reason`, worked out when a pod of it is first judged: with the
     default limits a cycle judges a few dozen candidates, so counting every pod's workload up
@@ -87,6 +94,10 @@ class _Cycle:
         if protected is not None:
             return "protected", protected
         if pod.workload is not None:
+            if surged(pod, self.rules):
+                refused = surge_refusal(pod, self.view.snapshot, self.rules, self.surging)
+                if refused is not None:
+                    return "surge", refused
             settling = self.settling_reason(pod.workload)
             if settling is not None:
                 return "settling", f"workload still settling: {settling}"
@@ -194,6 +205,7 @@ class _Cycle:
             strategy=candidate.strategy,
             reason=candidate.reason,
             uid=pod.uid,
+            method="surge" if surged(pod, self.rules) else "evict",
             spread_before=self.floor_baseline(pod),
         )
         if move.workload is not None:
@@ -248,6 +260,11 @@ class _Cycle:
         self.anchored = trial.anchored
 
     def pdb_refusal(self, pod: Pod) -> str | None:
+        """A surge evicts nothing and keeps as many pods Ready as desired throughout, so it
+        needs no disruption allowed unless the policy says so (surge.zero_disruption_pdb)."""
+        surge = self.rules.surge
+        if surge is not None and surge.zero_disruption_pdb and surged(pod, self.rules):
+            return None
         pdbs = self.indexes.pdbs_for(pod)
         if len(pdbs) > 1:
             return "more than one PDB selects the pod (the Eviction API refuses it)"
@@ -355,6 +372,7 @@ def plan(
         zone_names=zones,
         indexes=snapshot.indexes(),
         earlier_moves=_by_workload(state.recent_moves),
+        surging=frozenset(record.workload for record in state.surges),
     )
     moves: list[Move] = []
     skipped: dict[str, Skip] = {}

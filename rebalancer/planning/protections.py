@@ -60,12 +60,46 @@ def protection_reason(
         return "local storage (emptyDir or hostPath)"
     if pod.has_pvc and not protections.evict_pvc:
         return "uses a persistent volume claim"
-    if pod.workload is not None and not protections.evict_single_replica:
+    single_replica_ok = protections.evict_single_replica or (
+        rules.surge is not None and rules.surge.single_replica and surged(pod, rules)
+    )
+    if pod.workload is not None and not single_replica_ok:
         replicas = workload.replicas if workload and workload.replicas is not None else None
         if replicas is None:
             replicas = len(indexes.pods_of(pod.workload))
         if replicas <= 1:
             return "single-replica workload"
+    return None
+
+
+def surged(pod: Pod, rules: PlanningRules) -> bool:
+    """Whether the pod would be moved make-before-break: a Deployment's, under surge."""
+    return (
+        rules.surge is not None
+        and pod.workload is not None
+        and pod.workload.kind == "Deployment"
+        and pod.controller_kind == "ReplicaSet"
+    )
+
+
+def surge_refusal(
+    pod: Pod, snapshot: Snapshot, rules: PlanningRules, surging: Iterable[str]
+) -> str | None:
+    """Why a Deployment's pod cannot be surged now; `surging`: the workloads with a surge
+    under way."""
+    assert pod.workload is not None and rules.surge is not None
+    workload = snapshot.workloads.get(pod.workload)
+    if str(pod.workload) in surging:
+        return "a surge of its Deployment is under way"
+    if workload is None:
+        return "its Deployment is not in the snapshot"
+    if workload.paused:
+        return "its Deployment is paused"
+    if workload.rollout is not None:
+        return f"its Deployment is rolling out: {workload.rollout}"
+    autoscaler = snapshot.autoscaled.get(pod.workload)
+    if autoscaler is not None and not rules.surge.autoscaled:
+        return f"HorizontalPodAutoscaler {autoscaler} scales its Deployment (surge.autoscaled)"
     return None
 
 

@@ -10,6 +10,7 @@ from pydantic import BaseModel, ConfigDict
 
 from rebalancer.cluster.topology import Domain
 from rebalancer.planning.landing import Judged, Landing
+from rebalancer.planning.surge import SurgeRecord
 from rebalancer.planning.types import Move
 from rebalancer.strategies.framework import Candidate
 
@@ -85,6 +86,25 @@ class PlannerState(BaseModel):
     spread_before: dict[str, SpreadMemory] = {}
     """Workload -> its spread before the rebalancer first moved it: a workload in one zone
     being moved into another whole spans two on the way, and the floor must not hold it there."""
+
+    surges: list[SurgeRecord] = []
+    """Surge migrations under way, each at its last step recorded (before the step is made)."""
+
+    def with_surge(self, record: SurgeRecord) -> PlannerState:
+        """The record added, or put in place of the one of the same pod."""
+        kept = [r for r in self.surges if r.pod != record.pod]
+        return self.model_copy(update={"surges": [*kept, record]})
+
+    def surge_ended(self, record: SurgeRecord, landed: bool) -> PlannerState:
+        """The record dropped, and the workload's misses cleared if the new pod runs in the
+        target, or counted one more if the surge was undone, as for a landing."""
+        misses = dict(self.misses)
+        if landed:
+            misses.pop(record.workload, None)
+        else:
+            misses[record.workload] = misses.get(record.workload, 0) + 1
+        surges = [r for r in self.surges if r.pod != record.pod]
+        return self.model_copy(update={"surges": surges, "misses": misses})
 
     def spread_remembered(self, workload: str, now: float) -> int | None:
         memory = self.spread_before.get(workload)

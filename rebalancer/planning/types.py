@@ -29,6 +29,8 @@ class Move:
     uid: str = ""
     """The planned pod's UID, for the eviction to name that pod and no namesake; empty when the
     snapshot has none."""
+    method: Literal["evict", "surge"] = "evict"
+    """`surge`: made make-before-break (a Deployment's pod under `migrate.method: surge`)."""
     spread_before: int | None = None
     """How many domains of the HA floor's level the workload spanned before the rebalancer
     first moved it, which the floor keeps while the workload is being moved."""
@@ -44,6 +46,7 @@ SkipCategory = Literal[
     "pdb",
     "spread",
     "no-fit",
+    "surge",
 ]
 """A bounded name for why a candidate was skipped, for metric labels; the reason has details."""
 
