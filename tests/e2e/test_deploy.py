@@ -24,7 +24,12 @@ from harness.process import wait_until
 from harness.scrape import total
 from rebalancer.clients.events import EventRecorder
 from rebalancer.clients.routing import RoutingClient
+from rebalancer.clients.surge import SurgeClient, SurgeError
+from rebalancer.cluster.topology import ZONE_LABEL, Domain
 from rebalancer.planning.routing import RoutingChange
+from rebalancer.planning.surge import DELETION_COST, LOWEST_COST, surge_record
+from rebalancer.planning.types import Move
+from rebalancer.simulator.scenario import WorkloadSpec, workload_objects
 from tests.conftest import LIVE_POLICY_YAML
 from tests.e2e.setups import migrate_cycle_as
 
@@ -211,6 +216,31 @@ def test_what_deploy_does_not_grant_is_refused(cluster: LocalCluster, installed:
     assert yaml.safe_load(policy.data["policy.yaml"])["mode"] == "migrate"
 
 
+class _Component:
+    """A component's RBAC objects, from the install example with its bundle taken in: `grant`
+    applies them alone (the installed policy stays as the fixture set it), and leaving the
+    `with` block deletes them."""
+
+    def __init__(self, cluster: LocalCluster, directory: Path, name: str) -> None:
+        built = objects_of(kustomize(_install_copy(directory, ["migrate", name])))
+        granted = [o for o in built if o["metadata"]["name"] == f"topology-rebalancer-{name}"]
+        assert {o["kind"] for o in granted} == {"ClusterRole", "ClusterRoleBinding"}
+        self.cluster = cluster
+        self.objects = directory / f"{name}.yaml"
+        self.objects.write_text(yaml.safe_dump_all(granted))
+
+    def grant(self) -> None:
+        applied = _kubectl(self.cluster, "apply", "-f", str(self.objects))
+        assert applied.returncode == 0, applied.stderr
+
+    def __enter__(self) -> _Component:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        deleted = _kubectl(self.cluster, "delete", "--ignore-not-found", "-f", str(self.objects))
+        assert deleted.returncode == 0, deleted.stderr
+
+
 def test_the_routing_bundle_grants_the_patch_of_a_service_and_nothing_more(
     cluster: LocalCluster, installed: Path, tmp_path: Path
 ) -> None:
@@ -226,30 +256,96 @@ def test_the_routing_bundle_grants_the_patch_of_a_service_and_nothing_more(
     change = RoutingChange(
         f"{NAMESPACE}/routed", "PreferSameZone", created.metadata.resource_version, "test"
     )
-    # The install example with the routing bundle taken in; its objects alone applied, so the
-    # installed policy stays as the fixture set it.
-    built = objects_of(kustomize(_install_copy(tmp_path, ["migrate", "routing"])))
-    granted = [o for o in built if o["metadata"]["name"] == "topology-rebalancer-routing"]
-    assert {o["kind"] for o in granted} == {"ClusterRole", "ClusterRoleBinding"}
-    objects = tmp_path / "routing.yaml"
-    objects.write_text(yaml.safe_dump_all(granted))
     try:
-        assert routing.change(change).result == "refused"
-        applied = _kubectl(cluster, "apply", "-f", str(objects))
-        assert applied.returncode == 0, applied.stderr
-        # The authorizer follows RBAC objects through a watch: a moment after they are created.
-        wait_until(lambda: routing.change(change).result == "set", 30, "the routing change")
-        found: Any = admin.read_namespaced_service("routed", NAMESPACE)
-        assert found.spec.traffic_distribution == "PreferSameZone"
-        core = client.CoreV1Api(api)
-        still_forbidden: dict[str, Callable[[], Any]] = {
-            "delete": lambda: core.delete_namespaced_service("routed", NAMESPACE),
-            "replace": lambda: core.replace_namespaced_service("routed", NAMESPACE, found),
-            "create": lambda: core.create_namespaced_service(NAMESPACE, body),
-            "patch a pod": lambda: core.patch_namespaced_pod("any", NAMESPACE, {}),
-        }
-        assert _statuses(still_forbidden) == dict.fromkeys(still_forbidden, 403)
+        with _Component(cluster, tmp_path, "routing") as component:
+            assert routing.change(change).result == "refused"
+            component.grant()
+            # The authorizer follows RBAC objects through a watch: a moment after they are created.
+            wait_until(lambda: routing.change(change).result == "set", 30, "the routing change")
+            found: Any = admin.read_namespaced_service("routed", NAMESPACE)
+            assert found.spec.traffic_distribution == "PreferSameZone"
+            core = client.CoreV1Api(api)
+            still_forbidden: dict[str, Callable[[], Any]] = {
+                "delete": lambda: core.delete_namespaced_service("routed", NAMESPACE),
+                "replace": lambda: core.replace_namespaced_service("routed", NAMESPACE, found),
+                "create": lambda: core.create_namespaced_service(NAMESPACE, body),
+                "patch a pod": lambda: core.patch_namespaced_pod("any", NAMESPACE, {}),
+            }
+            assert _statuses(still_forbidden) == dict.fromkeys(still_forbidden, 403)
     finally:
-        deleted = _kubectl(cluster, "delete", "--ignore-not-found", "-f", str(objects))
-        assert deleted.returncode == 0, deleted.stderr
         admin.delete_namespaced_service("routed", NAMESPACE)
+
+
+def test_the_surge_bundle_grants_the_scale_and_the_deletion_cost_and_nothing_more(
+    cluster: LocalCluster, installed: Path, tmp_path: Path
+) -> None:
+    """Without bundle/surge.yaml the ServiceAccount's surge calls are refused; with it they are
+    made (the scale as a server-side dry run), and every other write stays refused."""
+    admin_apps = client.AppsV1Api(cluster.api_client())
+    workload = WorkloadSpec(name="surged", namespace=NAMESPACE, replicas=1)
+    cluster.apply(workload_objects(workload))  # no PDB: the Deployment alone
+    cluster.wait_ready(NAMESPACE, "surged", 1)
+    [pod] = cluster.ready_pods(NAMESPACE, "surged")
+    owner = pod["metadata"]["ownerReferences"][0]["name"]
+    move = Move(
+        pod=f"{NAMESPACE}/{pod['metadata']['name']}",
+        workload=f"Deployment/{NAMESPACE}/surged",
+        origin={},
+        target=Domain(0, ("zone-b",)),
+        destination={"zone": "zone-b"},
+        node=pod["spec"]["nodeName"],
+        target_labels={ZONE_LABEL: "zone-b"},
+        controller=("ReplicaSet", owner),
+        gain=1.0,
+        strategy="split-peers",
+        reason="test",
+        uid=pod["metadata"]["uid"],
+        method="surge",
+    )
+    record = surge_record(move, 1, [], now=0.0, timeout=60, leader="test")
+    api = config.new_client_from_config(config_file=str(installed))  # type: ignore[no-untyped-call]
+    recorder = EventRecorder(api, lambda: datetime.datetime.now(datetime.UTC))
+    surge = SurgeClient(api, recorder, None, dry_run=True)
+    marking = SurgeClient(api, recorder, None, dry_run=False)
+    calls: dict[str, Callable[[], Any]] = {
+        "read the scale": lambda: surge.replicas(NAMESPACE, "surged"),
+        "scale up (dry run)": lambda: surge.scale_up(record, 0.0),
+        "mark the pod": lambda: marking.mark_old_pod(record),
+    }
+    try:
+        with _Component(cluster, tmp_path, "surge") as component:
+            for what, call in calls.items():
+                with pytest.raises(SurgeError, match="HTTP 403"):
+                    call()
+                    pytest.fail(f"{what} was allowed without the bundle")
+            component.grant()
+            wait_until(lambda: surge.replicas(NAMESPACE, "surged") == 1, 30, "the scale readable")
+            for call in calls.values():
+                call()
+            marked: Any = client.CoreV1Api(cluster.api_client()).read_namespaced_pod(
+                pod["metadata"]["name"], NAMESPACE
+            )
+            assert marked.metadata.annotations[DELETION_COST] == LOWEST_COST
+            marking.unmark_old_pod(record)
+            found: Any = admin_apps.read_namespaced_deployment_scale("surged", NAMESPACE)
+            assert found.spec.replicas == 1  # the scale-up was a dry run
+            apps, core = client.AppsV1Api(api), client.CoreV1Api(api)
+            scale = client.V1Scale(
+                metadata=client.V1ObjectMeta(name="surged"), spec=client.V1ScaleSpec(replicas=2)
+            )
+            still_forbidden: dict[str, Callable[[], Any]] = {
+                "patch the Deployment": lambda: apps.patch_namespaced_deployment(
+                    "surged", NAMESPACE, {"spec": {"replicas": 2}}
+                ),
+                "replace the scale": lambda: apps.replace_namespaced_deployment_scale(
+                    "surged", NAMESPACE, scale
+                ),
+                "patch a StatefulSet's scale": lambda: apps.patch_namespaced_stateful_set_scale(
+                    "any", NAMESPACE, {"spec": {"replicas": 2}}
+                ),
+                "delete a pod": lambda: core.delete_namespaced_pod("any", NAMESPACE),
+                "patch a Service": lambda: core.patch_namespaced_service("any", NAMESPACE, {}),
+            }
+            assert _statuses(still_forbidden) == dict.fromkeys(still_forbidden, 403)
+    finally:
+        admin_apps.delete_namespaced_deployment("surged", NAMESPACE)
