@@ -136,9 +136,7 @@ def panels() -> list[timeseries.Panel | stat.Panel]:
             "than they need. The rebalancer never moves their members; `rebalancer plan` and the "
             "controller's log say how to ask the owner to keep each one together.",
             "short",
-            _query(
-                f"max by (owner) (topology_rebalancer_owned_gangs_spread{{{NS}}}) > 0", "{{owner}}"
-            ),
+            _query(f"max by (owner) (topology_rebalancer_owned_gangs_spread{{{NS}}})", "{{owner}}"),
         ),
         _timeseries(
             "Moves planned against moves done",

@@ -8,6 +8,7 @@ from typing import Any
 from harness import builders as b
 from rebalancer.cluster.model import Snapshot
 from rebalancer.cluster.parse import parse_snapshot
+from rebalancer.cluster.topology import Domain
 from rebalancer.config.policy import Policy
 from rebalancer.config.resolved import PlanningRules
 from rebalancer.cost.pod_pairs import PodCostModel
@@ -15,7 +16,7 @@ from rebalancer.planning.cycle import build_view, propose
 from rebalancer.planning.landing import Hint
 from rebalancer.planning.planner import plan
 from rebalancer.planning.state import PlannerState
-from rebalancer.planning.types import Plan
+from rebalancer.planning.types import Move, Plan
 from rebalancer.simulator.scenario import Scenario, parse_scenario
 from rebalancer.strategies.framework import ClusterView
 from rebalancer.traffic.model import PodTraffic
@@ -159,4 +160,23 @@ def zone_hint(owner: tuple[str, str, str], zone: str, now: float, *, required: b
         domain={"topology.kubernetes.io/zone": zone},
         required=required,
         expires=now + 60,
+    )
+
+
+def surge_move(app: str = "client") -> Move:
+    """A planned surge of the first pod of `app`'s Deployment into zone b."""
+    return Move(
+        pod=f"default/{app}-5d8c7-00000",
+        workload=f"Deployment/default/{app}",
+        origin={"zone": "a"},
+        target=Domain(0, ("b",)),
+        destination={"zone": "b"},
+        node="node-b11",
+        target_labels={b.ZONE_LABEL: "b"},
+        controller=("ReplicaSet", f"{app}-5d8c7"),
+        gain=1.0,
+        strategy="split-peers",
+        reason="test",
+        uid="uid-old",
+        method="surge",
     )

@@ -25,6 +25,7 @@ from rebalancer.cost.routing import ROUTING_ANNOTATION, RoutingAdvice
 from rebalancer.errors import SourceUnavailableError
 from rebalancer.planning.cycle import collector_paused
 from rebalancer.planning.routing import Announcement, RoutingChange
+from rebalancer.planning.state import PlannerState
 
 
 class SlowController(Controller):
@@ -68,6 +69,16 @@ def test_slow_cycles_never_overlap_and_overruns_are_counted() -> None:
     assert metrics.leader._value.get() == 0
 
 
+class EmptyState:
+    """A state store with nothing saved, which keeps nothing."""
+
+    def load(self) -> PlannerState:
+        return PlannerState()
+
+    def save(self, state: PlannerState) -> None:
+        pass
+
+
 def test_a_cycle_runs_with_the_collector_paused_and_restores_it_when_it_fails() -> None:
     seen: list[bool] = []
 
@@ -80,7 +91,7 @@ def test_a_cycle_runs_with_the_collector_paused_and_restores_it_when_it_fails() 
         snapshots=snapshots,
         prometheus_url="http://127.0.0.1:1",
         policies=FixedPolicy(Policy()),
-        state=None,  # type: ignore[arg-type]
+        state=EmptyState(),
         metrics=ControllerMetrics(CollectorRegistry()),
         recorder=None,  # type: ignore[arg-type]
     )

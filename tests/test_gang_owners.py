@@ -267,3 +267,59 @@ def test_gangs_are_judged_at_the_narrowest_level_with_shared_domains() -> None:
     topology = topology_of(policy, one_per_rack)
     assert topology.levels[gang_level(policy, topology)].name == "zone"
     assert gang_level(make_policy(**GANG_POLICY), topology) == topology.level_index("zone")
+
+
+SERVING_BY_ITS_SCHEDULER = {
+    "kai-serving": _marked(
+        labels={"kai.scheduler/queue": "inference"},
+        annotations={"pod-group-name": "pg-web-5d8c7-0a1b"},
+        scheduler="kai-scheduler",
+    ),
+    "volcano-made-group": _marked(
+        annotations={"scheduling.k8s.io/group-name": "podgroup-0a1b2c3d"}, scheduler="volcano"
+    ),
+    "kueue-pod-integration": _marked(
+        labels={"kueue.x-k8s.io/queue-name": "team-a", "kueue.x-k8s.io/managed": "true"}
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(SERVING_BY_ITS_SCHEDULER))
+def test_a_service_its_scheduler_places_pod_by_pod_is_no_gang(case: str) -> None:
+    """The same keys on a Job's pods make it a gang; on a Deployment's, a service that the
+    scheduler places in groups of one, which may move as any service."""
+    marks = SERVING_BY_ITS_SCHEDULER[case]
+    deployment = _pod("w0", "node-a11", marks, owner=("ReplicaSet", "web-5d8c7"))
+    job = _pod("w1", "node-a11", marks)
+    snapshot = snapshot_of([*grid_nodes(), b.replicaset("web-5d8c7", "web"), deployment, job])
+    assert gang_membership(snapshot.pods["default/w0"]) is None
+    assert gang_membership(snapshot.pods["default/w1"]) is not None
+
+
+def test_a_kubernetes_1_35_workload_reference_is_a_pod_group() -> None:
+    def referenced(obj: b.Obj) -> None:
+        obj["spec"]["workloadRef"] = {"name": "train", "podGroup": "workers"}
+
+    pod = b.pod("w0", "node-a11", ("Job", "train"), mutate=referenced)
+    membership = gang_membership(snapshot_of([*grid_nodes(), pod]).pods["default/w0"])
+    assert membership is not None
+    assert (membership.owner, membership.gang) == ("PodGroup API", "default/train/workers")
+
+
+def test_members_known_by_different_keys_are_one_gang() -> None:
+    """A Volcano Job's pods carry both its group annotation and its job label; one member
+    missing the annotation is still of the same gang when the names agree."""
+    both = _marked(
+        labels={"volcano.sh/job-name": "train"},
+        annotations={"scheduling.k8s.io/group-name": "train"},
+    )
+    label_only = _marked(labels={"volcano.sh/job-name": "train"})
+    nodes = ["node-a11", "node-a12", "node-b11", "node-b12"]
+    pods = [_pod(f"w{i}", n, both if i % 2 else label_only) for i, n in enumerate(nodes)]
+    snapshot = snapshot_of([*grid_nodes(), *pods])
+    workers = pod_keys(snapshot, "w")
+    rates = {(x, y): 10.0 for x in workers for y in workers if x < y}
+    outcome = plan_cycle(
+        make_policy(**GANG_POLICY), snapshot, traffic_of(rates), PlannerState(), now=1.0
+    )
+    assert [(g.gang, g.pods) for g in outcome.owned_gangs] == [("default/train", 4)]

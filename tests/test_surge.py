@@ -25,6 +25,7 @@ from tests.conftest import (
     make_policy,
     plan_once,
     snapshot_of,
+    surge_move,
 )
 
 SURGE: dict[str, Any] = {"mode": "migrate", "migrate": {"method": "surge"}}
@@ -152,21 +153,7 @@ def test_statefulset_pods_keep_the_evict_path() -> None:
 
 
 def _record(phase: str = "scaled-up", deadline: float = 100.0) -> SurgeRecord:
-    move = Move(
-        pod="default/client-5d8c7-00000",
-        workload="Deployment/default/client",
-        origin={"zone": "a"},
-        target=None,  # type: ignore[arg-type]
-        destination={"zone": "b"},
-        node="node-b11",
-        target_labels={b.ZONE_LABEL: "b"},
-        controller=("ReplicaSet", "client-5d8c7"),
-        gain=1.0,
-        strategy="split-peers",
-        reason="test",
-        uid="uid-old",
-        method="surge",
-    )
+    move = surge_move()
     record = surge_record(move, 1, ["uid-old"], now=0.0, timeout=deadline, leader="me")
     return record.at(phase)  # type: ignore[arg-type]
 
@@ -187,16 +174,24 @@ IN_A = {b.ZONE_LABEL: "a"}
 @pytest.mark.parametrize(
     ("phase", "seen", "now", "inherited", "step"),
     [
-        ("scaled-up", _seen(new=(NewPod("n", False, None),)), 10, False, "wait"),
-        ("scaled-up", _seen(new=(NewPod("n", True, IN_B),)), 10, False, "switch"),
-        ("scaled-up", _seen(new=(NewPod("n", True, IN_A),)), 10, False, "revert"),
-        ("scaled-up", _seen(new=(NewPod("n", False, IN_B),)), 101, False, "revert"),
-        ("scaled-up", _seen(new=(NewPod("n", False, IN_B),)), 10, True, "revert"),
-        ("scaled-up", _seen(new=(NewPod("n", True, IN_B),)), 10, True, "switch"),
+        ("scaled-up", _seen(new=(NewPod("n", "uid-new", False, None),)), 10, False, "wait"),
+        ("scaled-up", _seen(new=(NewPod("n", "uid-new", True, IN_B),)), 10, False, "switch"),
+        ("scaled-up", _seen(new=(NewPod("n", "uid-new", True, IN_A),)), 10, False, "revert"),
+        ("scaled-up", _seen(new=(NewPod("n", "uid-new", False, IN_B),)), 101, False, "revert"),
+        ("scaled-up", _seen(new=(NewPod("n", "uid-new", False, IN_B),)), 10, True, "revert"),
+        ("scaled-up", _seen(new=(NewPod("n", "uid-new", True, IN_B),)), 10, True, "switch"),
         ("scaled-up", _seen(old="gone"), 10, False, "revert"),
         ("scaled-up", _seen(replicas=3), 10, False, "abandon"),
         ("scaled-up", _seen(replicas=1, marked=True), 10, True, "scaled-back"),
         ("scaled-up", _seen(replicas=1), 10, True, "abandon"),
+        # killed after the scale back, the old pod already gone: it landed
+        (
+            "scaled-up",
+            _seen(replicas=1, old="gone", new=(NewPod("n", "u", True, IN_B),)),
+            10,
+            True,
+            "done",
+        ),
         ("scaled-up", _seen(replicas=None), 10, False, "abandon"),
         ("started", _seen(replicas=1), 10, True, "abandon"),
         ("started", _seen(replicas=2), 10, True, "revert"),
@@ -215,8 +210,52 @@ def test_each_step_follows_from_the_record_and_the_cluster(
 def test_a_surge_ending_counts_as_a_landing_or_a_miss() -> None:
     record = _record()
     state = PlannerState().with_surge(record)
-    assert state.surge_ended(record, landed=False).misses == {record.workload: 1}
-    assert state.surge_ended(record, landed=True).misses == {}
-    assert state.surge_ended(record, landed=True).surges == []
-    hint = record.hint(now=5.0)
+    missed = state.surge_ended(record, landed=False, now=7.0)
+    assert (missed.misses, missed.last_moved) == ({record.workload: 1}, {record.workload: 7.0})
+    assert state.surge_ended(record, landed=True, now=7.0).misses == {}
+    assert state.surge_ended(record, landed=True, now=7.0).surges == []
+    hint = record.hint()
     assert hint.required and hint.owner == ("default", "ReplicaSet", "client-5d8c7")
+    assert hint == record.hint()  # made alike every time: withdrawn by what it is
+
+
+@pytest.mark.parametrize(
+    ("strategy", "reason"),
+    [
+        ({"type": "Recreate"}, "strategy Recreate"),
+        ({"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 0}}, "maxSurge 0"),
+        ({"type": "RollingUpdate", "rollingUpdate": {"maxSurge": "0%"}}, "maxSurge 0"),
+    ],
+)
+def test_a_deployment_that_never_runs_an_extra_pod_is_not_surged(
+    strategy: dict[str, Any], reason: str
+) -> None:
+    plan = _plan(_single_replica_pair(spec={"strategy": strategy}), **SURGE)
+    assert _client(plan.moves) == []
+    skipped = {s.reason for s in plan.skipped if s.pod.startswith("default/client")}
+    assert skipped == {f"its Deployment runs one pod at a time ({reason})"}
+
+
+def test_two_pods_of_one_deployment_are_never_surged_in_one_cycle() -> None:
+    objects = chatty_objects(["node-a11", "node-a12"], ["node-b11", "node-b12"])
+    policy = {**SURGE, "limits": {"per_workload": 5}}
+    moves = _plan(objects, **policy).moves
+    by_workload = [m.workload for m in moves if m.method == "surge"]
+    assert by_workload and len(by_workload) == len(set(by_workload))
+    skipped = _plan(objects, **policy).skipped
+    assert "another pod of its Deployment is surged this cycle" in {s.reason for s in skipped}
+
+
+def test_a_surge_under_way_holds_its_deployment_whatever_the_method() -> None:
+    objects = _single_replica_pair()
+    [move] = _client(_plan(objects, **SURGE).moves)
+    state = PlannerState().with_surge(
+        surge_record(move, 1, ["uid-old"], now=0.0, timeout=300, leader="me")
+    )
+    evicting = {"mode": "migrate", "protections": {"evict_single_replica": True}}
+    plan, _view = plan_once(
+        make_policy(**evicting), snapshot_of(objects), chatty_rates(objects), state=state
+    )
+    assert "a surge of its Deployment is under way" in {
+        s.reason for s in plan.skipped if s.pod.startswith("default/client")
+    }

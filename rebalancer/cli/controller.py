@@ -8,6 +8,7 @@ import logging
 import signal
 import sys
 import threading
+import time
 
 from prometheus_client import CollectorRegistry
 
@@ -19,19 +20,35 @@ from rebalancer.clients.kube_api import ApiClient, api_client, read_snapshot
 from rebalancer.clients.leadership import run_as_candidate
 from rebalancer.clients.stores import ConfigMapPolicy, ConfigMapState, FixedPolicy
 from rebalancer.clients.watch_cache import WatchCache
-from rebalancer.config.policy import load_policy
+from rebalancer.config.policy import Policy, load_policy
 from rebalancer.controller.logs import configure as configure_logging
 from rebalancer.controller.loop import Controller, PolicySource
 from rebalancer.controller.metrics import ControllerMetrics
 from rebalancer.controller.metrics import serve as serve_metrics
 from rebalancer.errors import EXIT_OK, InputError, SourceUnavailableError
 from rebalancer.identity import running_version
+from rebalancer.planning.surge import SCALED_DOWN_GRACE_SECONDS
 from rebalancer.webhook.server import WebhookServer
 from rebalancer.webhook.serving_keys import issued_serving_keys, shared_serving_keys
 from rebalancer.webhook.tls import ServingKeys
 
 KEY_REFRESH_SECONDS = 3600
 """How often each replica rereads the shared webhook Secret: far inside the renewal margin."""
+
+
+SURGE_POLL_SECONDS = 1.0
+
+
+def settle_surges(controller: Controller, policy: Policy) -> None:
+    """A single cycle finishes the surges it started, or undoes them at their timeout, before
+    the process ends: no Deployment is left scaled up until some later run."""
+    timeout = policy.migrate.surge.ready_timeout_seconds + SCALED_DOWN_GRACE_SECONDS
+    deadline = time.monotonic() + timeout + SURGE_POLL_SECONDS
+    try:
+        while controller.advance_surges() and time.monotonic() < deadline:
+            time.sleep(SURGE_POLL_SECONDS)
+    except SourceUnavailableError as error:  # the cycle's own error says it already
+        logging.getLogger(__name__).warning("surges not settled: %s", error)
 
 
 def _start_webhook(api: ApiClient, args: argparse.Namespace) -> WebhookServer:
@@ -115,6 +132,8 @@ def run(args: argparse.Namespace) -> int:
     try:
         if args.once:
             report = controller.run_cycle()
+            if report.result != "error":  # an error said already that the cluster is out of reach
+                settle_surges(controller, policies.current()[0])
             if report.result == "ok":
                 return EXIT_OK
             print(f"rebalancer: cycle {report.result}: {report.detail}", file=sys.stderr)

@@ -35,16 +35,22 @@ TEMPLATE_HASH = "pod-template-hash"
 
 
 class SurgeError(Exception):
-    """A call of a surge failed; the message names it."""
+    """A call of a surge failed, or may have: its answer was lost. The message names it."""
+
+
+class NotMadeError(SurgeError):
+    """A change that certainly was not made: the hint was not recorded (so no scale was sent),
+    or the scale was not what the step expected (someone else's since)."""
 
 
 @dataclass(frozen=True)
 class Prepared:
-    """What a surge records before its first change: the scale to return to, and the pods
-    already there."""
+    """What a surge records before its first change: the scale to return to, the pods already
+    there, and the old pod's own deletion cost, to put back if the surge is undone."""
 
     replicas: int
     pods_before: list[str]
+    previous_cost: str | None
 
 
 class SurgeClient:
@@ -65,7 +71,11 @@ class SurgeClient:
             raise SurgeError(f"Deployment {namespace}/{deployment} is gone")
         assert move.controller is not None
         pods = self._replicaset_pods(namespace, move.controller[1])
-        return Prepared(replicas, sorted(p["metadata"]["uid"] for p in pods))
+        old = [p for p in pods if p["metadata"]["uid"] == move.uid]
+        if not old:
+            raise NotMadeError(f"pod {move.pod} is gone")
+        cost = (old[0]["metadata"].get("annotations") or {}).get(DELETION_COST)
+        return Prepared(replicas, sorted(p["metadata"]["uid"] for p in pods), cost)
 
     def scale_up(self, record: SurgeRecord, now: float) -> None:
         """Record the hint for the new pod, then add one replica (as a server-side dry run in a
@@ -74,9 +84,9 @@ class SurgeClient:
             if self.hints is None:
                 raise SurgeError("no hint store: migrate mode needs the webhook")
             try:
-                self.hints.add(record.hint(now), now)
+                self.hints.add(record.hint(), now)
             except SourceUnavailableError as error:
-                raise SurgeError(f"hint not recorded: {error}") from None
+                raise NotMadeError(f"hint not recorded: {error}") from None
         self._scale(record, record.replicas, record.replicas + 1)
 
     def scale_back(self, record: SurgeRecord) -> None:
@@ -84,15 +94,22 @@ class SurgeClient:
 
     def mark_old_pod(self, record: SurgeRecord) -> None:
         """The lowest pod-deletion-cost, so the ReplicaSet removes this pod when scaled back."""
-        self._annotate(record, LOWEST_COST)
+        self._annotate(record.namespace, record.pod, record.pod_uid, LOWEST_COST)
 
     def unmark_old_pod(self, record: SurgeRecord) -> None:
-        self._annotate(record, None)
+        """Its own deletion cost back, or none."""
+        self._annotate(record.namespace, record.pod, record.pod_uid, record.previous_cost)
+
+    def mark_new_pod(self, record: SurgeRecord, pod: NewPod) -> None:
+        """Before an undo's scale back: the new pod goes, whatever else the ReplicaSet ranks."""
+        self._annotate(record.namespace, f"{record.namespace}/{pod.name}", pod.uid, LOWEST_COST)
 
     def withdraw_hint(self, record: SurgeRecord, now: float) -> None:
+        """This surge's hint, if the webhook has not spent it, and no other."""
         if self.hints is not None:
+            hint = record.hint()
             try:
-                self.hints.take(record.hint_owner, now)
+                self.hints.withdraw_unless(lambda other: other != hint, now)
             except SourceUnavailableError as error:
                 raise SurgeError(f"hint not withdrawn: {error}") from None
 
@@ -106,9 +123,8 @@ class SurgeClient:
             if metadata["uid"] in before or metadata.get("deletionTimestamp"):
                 continue
             node = (pod.get("spec") or {}).get("nodeName")
-            new_pods.append(
-                NewPod(metadata["name"], _ready(pod), self._node_labels(node) if node else None)
-            )
+            labels = self._node_labels(node) if node else None
+            new_pods.append(NewPod(metadata["name"], metadata["uid"], _ready(pod), labels))
         return SurgeSeen(replicas, old_pod, marked, tuple(new_pods))
 
     def replicas(self, namespace: str, deployment: str) -> int | None:
@@ -147,30 +163,29 @@ class SurgeClient:
             )
         except ApiException as error:
             if error.status == 422 and "test" in str(error.body or "").lower():
-                raise SurgeError(f"{target} no longer has {expected} replicas") from None
+                raise NotMadeError(f"{target} no longer has {expected} replicas") from None
             raise SurgeError(f"scale {target}: HTTP {error.status} {error.reason}") from None
         except (HTTPError, OSError) as error:
             raise SurgeError(f"scale {target}: {transport_problem(error)}") from None
 
-    def _annotate(self, record: SurgeRecord, value: str | None) -> None:
-        name = record.pod.split("/", 1)[1]
-        patch: dict[str, Any] = {
-            "metadata": {"uid": record.pod_uid, "annotations": {DELETION_COST: value}}
-        }
+    def _annotate(self, namespace: str, pod: str, uid: str, value: str | None) -> None:
+        """The deletion cost of the pod with this UID (a namesake is refused), or none."""
+        name = pod.split("/", 1)[1]
+        patch: dict[str, Any] = {"metadata": {"uid": uid, "annotations": {DELETION_COST: value}}}
         try:
             self.core.patch_namespaced_pod(
                 name,
-                record.namespace,
+                namespace,
                 patch,
                 dry_run="All" if self.dry_run else None,
                 _content_type="application/merge-patch+json",
             )
         except ApiException as error:
-            if error.status in {404, 409, 422} and value is None:
-                return  # gone, or a namesake: nothing of ours to take off
-            raise SurgeError(f"annotate pod {record.pod}: HTTP {error.status}") from None
+            if error.status in {404, 409, 422}:
+                raise NotMadeError(f"pod {pod} is gone or replaced") from None
+            raise SurgeError(f"annotate pod {pod}: HTTP {error.status}") from None
         except (HTTPError, OSError) as error:
-            raise SurgeError(f"annotate pod {record.pod}: {transport_problem(error)}") from None
+            raise SurgeError(f"annotate pod {pod}: {transport_problem(error)}") from None
 
     def _old_pod(self, record: SurgeRecord) -> tuple[OldPod, bool]:
         name = record.pod.split("/", 1)[1]

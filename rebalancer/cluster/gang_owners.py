@@ -65,17 +65,25 @@ def gang_membership(pod: Pod) -> GangMembership | None:
     for rule in _RULES:
         found = rule(pod)
         if found is not None:
-            owner, name, evidence = found
+            owner, name, evidence, named = found
+            serving = pod.workload is not None and pod.workload.kind in _SERVING
+            if serving and not named:
+                # A service that scheduler places pod by pod (its own group of one, made for
+                # any owner): not a gang, and its pods move as any service's do.
+                return None
             return GangMembership(owner, f"{pod.namespace}/{name}", evidence)
     return None
 
 
-_Found = tuple[str, str, str] | None
+_Found = tuple[str, str, str, bool] | None
+"""Owner, group name, the key that said so, and whether that key names a gang (a group made on
+purpose) rather than only the scheduler or queue, which also place plain services."""
+_SERVING = frozenset({"Deployment", "ReplicaSet", "StatefulSet", "ReplicationController"})
 
 
 def _pod_group_api(pod: Pod) -> _Found:
     if pod.pod_group:
-        return POD_GROUP_API, pod.pod_group, "spec.schedulingGroup.podGroupName"
+        return POD_GROUP_API, pod.pod_group, "spec.schedulingGroup or spec.workloadRef", True
     return None
 
 
@@ -85,7 +93,7 @@ def _kueue(pod: Pod) -> _Found:
     labels, annotations = pod.labels, pod.annotations
     group = labels.get("kueue.x-k8s.io/pod-group-name")
     if group:
-        return KUEUE, group, "label kueue.x-k8s.io/pod-group-name"
+        return KUEUE, group, "label kueue.x-k8s.io/pod-group-name", True
     for key, source in (
         ("kueue.x-k8s.io/workload", annotations),
         ("kueue.x-k8s.io/podset", labels),
@@ -95,24 +103,28 @@ def _kueue(pod: Pod) -> _Found:
         if source.get(key):
             name = annotations.get("kueue.x-k8s.io/workload") or _owner_name(pod)
             kind = "annotation" if source is annotations else "label"
-            return KUEUE, name, f"{kind} {key}"
+            return KUEUE, name, f"{kind} {key}", False
     return None
 
 
 def _volcano(pod: Pod) -> _Found:
+    """Volcano makes a PodGroup `podgroup-<owner UID>` for any other workload it schedules; a
+    Volcano Job's, or one made on purpose (LeaderWorkerSet's), is named otherwise."""
     group = pod.annotations.get("scheduling.k8s.io/group-name")
     if group:
-        return VOLCANO, group, "annotation scheduling.k8s.io/group-name"
+        named = not group.startswith("podgroup-")
+        return VOLCANO, group, "annotation scheduling.k8s.io/group-name", named
     job = pod.labels.get("volcano.sh/job-name")
     if job:
-        return VOLCANO, job, "label volcano.sh/job-name"
+        return VOLCANO, job, "label volcano.sh/job-name", True
     if pod.scheduler_name == "volcano":
-        return VOLCANO, _owner_name(pod), "schedulerName volcano"
+        return VOLCANO, _owner_name(pod), "schedulerName volcano", False
     return None
 
 
 def _kai(pod: Pod) -> _Found:
-    """`pod-group-name` has no prefix, so it counts only with KAI's scheduler or queue label."""
+    """`pod-group-name` has no prefix, so it counts only with KAI's scheduler or queue label;
+    KAI's pod grouper makes a group for every top owner, so none of it names a gang."""
     if pod.scheduler_name != "kai-scheduler" and "kai.scheduler/queue" not in pod.labels:
         return None
     evidence = (
@@ -122,14 +134,14 @@ def _kai(pod: Pod) -> _Found:
     )
     group = pod.annotations.get("pod-group-name")
     if group:
-        return KAI, group, "annotation pod-group-name"
-    return KAI, _owner_name(pod), evidence
+        return KAI, group, "annotation pod-group-name", False
+    return KAI, _owner_name(pod), evidence, False
 
 
 def _koordinator(pod: Pod) -> _Found:
     group = pod.annotations.get("gang.scheduling.koordinator.sh/name")
     if group:
-        return KOORDINATOR, group, "annotation gang.scheduling.koordinator.sh/name"
+        return KOORDINATOR, group, "annotation gang.scheduling.koordinator.sh/name", True
     return None
 
 
@@ -138,12 +150,12 @@ def _coscheduling(pod: Pod) -> _Found:
     which Koordinator's scheduler still reads."""
     group = pod.labels.get("scheduling.x-k8s.io/pod-group")
     if group:
-        return COSCHEDULING, group, "label scheduling.x-k8s.io/pod-group"
+        return COSCHEDULING, group, "label scheduling.x-k8s.io/pod-group", True
     for key in ("pod-group.scheduling.sigs.k8s.io", "pod-group.scheduling.sigs.k8s.io/name"):
         group = pod.labels.get(key)
         if group:
             owner = KOORDINATOR if pod.scheduler_name == "koord-scheduler" else COSCHEDULING
-            return owner, group, f"label {key}"
+            return owner, group, f"label {key}", True
     return None
 
 
@@ -153,7 +165,7 @@ def _jobset(pod: Pod) -> _Found:
     for source, kind in ((pod.annotations, "annotation"), (pod.labels, "label")):
         name = source.get("jobset.sigs.k8s.io/jobset-name")
         if name:
-            return JOBSET, name, f"{kind} jobset.sigs.k8s.io/jobset-name"
+            return JOBSET, name, f"{kind} jobset.sigs.k8s.io/jobset-name", True
     return None
 
 
@@ -164,7 +176,8 @@ def _lws(pod: Pod) -> _Found:
     if not name:
         return None
     index = pod.labels.get("leaderworkerset.sigs.k8s.io/group-index")
-    return LWS, f"{name}-{index}" if index else name, "label leaderworkerset.sigs.k8s.io/name"
+    group = f"{name}-{index}" if index else name
+    return LWS, group, "label leaderworkerset.sigs.k8s.io/name", True
 
 
 def _owner_name(pod: Pod) -> str:

@@ -169,8 +169,8 @@ class Pod(msgspec.Struct, frozen=True, gc=False):
     scheduler_name: str = ""
     """spec.schedulerName; empty where the source gives none (the default scheduler)."""
     pod_group: str = ""
-    """spec.schedulingGroup.podGroupName: the upstream PodGroup (scheduling.k8s.io) the pod
-    belongs to; empty for none."""
+    """The upstream PodGroup API's group the pod belongs to (spec.schedulingGroup, or 1.35's
+    spec.workloadRef); empty for none."""
 
     @property
     def key(self) -> str:
@@ -197,6 +197,9 @@ class Workload:
     rollout: str | None = None
     """Why a rollout is under way (the controller has not seen the latest spec, or not every
     pod runs it), or None when it is done or not known."""
+    one_at_a_time: str | None = None
+    """How a Deployment says never to run an extra pod (strategy Recreate, or maxSurge 0), as a
+    singleton holding a lock or a ReadWriteOnce volume does; None when it does not."""
 
 
 class Endpoint(msgspec.Struct, frozen=True, gc=False):

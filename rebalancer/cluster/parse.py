@@ -253,7 +253,7 @@ def _parse_pod(
         created=metadata.creationTimestamp or "",
         uid=metadata.uid or "",
         scheduler_name=spec.schedulerName or "",
-        pod_group=(spec.schedulingGroup.podGroupName or "") if spec.schedulingGroup else "",
+        pod_group=_pod_group(spec),
     )
 
 
@@ -266,7 +266,19 @@ def _parse_workload(kind: str, item: WireObject) -> Workload:
         metadata.annotations or {},
         paused=bool(spec.paused),
         rollout=_rollout(metadata.generation, status, replicas) if kind == "Deployment" else None,
+        one_at_a_time=_one_at_a_time(spec.strategy) if kind == "Deployment" else None,
     )
+
+
+def _one_at_a_time(strategy: dict[str, Any] | None) -> str | None:
+    """Why a Deployment's strategy says never to run an extra pod, or None."""
+    strategy = strategy or {}
+    if strategy.get("type") == "Recreate":
+        return "strategy Recreate"
+    rolling = strategy.get("rollingUpdate") or {}
+    if str(rolling.get("maxSurge", "25%")).strip() in {"0", "0%"}:
+        return "maxSurge 0"
+    return None
 
 
 def _rollout(generation: int | None, status: WireStatus, replicas: int) -> str | None:
@@ -280,6 +292,17 @@ def _rollout(generation: int | None, status: WireStatus, replicas: int) -> str |
     if status.replicas is not None and status.replicas > replicas:
         return f"{status.replicas} pods for {replicas} replicas"
     return None
+
+
+def _pod_group(spec: WireSpec) -> str:
+    """The upstream PodGroup API's group of the pod: spec.schedulingGroup (1.36 on), or the
+    Workload's pod group (and replica) named by spec.workloadRef (1.35)."""
+    if spec.schedulingGroup is not None and spec.schedulingGroup.podGroupName:
+        return spec.schedulingGroup.podGroupName
+    ref = spec.workloadRef
+    if ref is None or not ref.name:
+        return ""
+    return "/".join(part for part in (ref.name, ref.podGroup, ref.podGroupReplicaKey) if part)
 
 
 def _parse_pdb(item: WireObject) -> Pdb:

@@ -89,6 +89,14 @@ class WireSchedulingGroup(msgspec.Struct):
     podGroupName: str | None = None  # noqa: N815
 
 
+class WireWorkloadRef(msgspec.Struct):
+    """Kubernetes 1.35's pod field, replaced by schedulingGroup in 1.36."""
+
+    name: str = ""
+    podGroup: str = ""  # noqa: N815
+    podGroupReplicaKey: str = ""  # noqa: N815
+
+
 class WireScaleTarget(msgspec.Struct):
     kind: str = ""
     name: str = ""
@@ -99,6 +107,7 @@ class WireSpec(msgspec.Struct):
     nodeName: str | None = None  # noqa: N815
     schedulerName: str | None = None  # noqa: N815
     schedulingGroup: WireSchedulingGroup | None = None  # noqa: N815
+    workloadRef: WireWorkloadRef | None = None  # noqa: N815
     containers: list[WireContainer] | None = None
     initContainers: list[WireContainer] | None = None  # noqa: N815
     affinity: WireAffinity | None = None
@@ -115,6 +124,8 @@ class WireSpec(msgspec.Struct):
     selector: dict[str, Any] | None = None
     replicas: Annotated[int, msgspec.Meta(ge=0)] | None = None
     paused: bool | None = None
+    strategy: dict[str, Any] | None = None
+    """A Deployment's (a StatefulSet's is updateStrategy)."""
     # HorizontalPodAutoscaler
     scaleTargetRef: WireScaleTarget | None = None  # noqa: N815
     # Service

@@ -148,6 +148,8 @@ class Controller:
         self.metrics.interval.set(policy.interval_seconds)
         for mode in get_args(Mode):
             self.metrics.mode.labels(mode).set(1 if mode == policy.mode else 0)
+        # First, whatever else fails this cycle: a surge must not be left scaled up.
+        state = self._advance_surges(policy, self.state.load())
         if policy.mode == "migrate" and self.hints is None:
             return CycleReport("error", "migrate mode needs the webhook (--webhook-port)")
         with collector_paused():  # reading and planning; evicting allocates little
@@ -157,10 +159,6 @@ class Controller:
             )
             traffic = TrafficInput(policy.traffic, reader).read(snapshot)
             now = self.clock()
-            state = self.state.load()
-            if state.surges and self._may_act():
-                # Whatever the traffic says: a surge must not be left scaled up.
-                state = self._surges(policy, dry_run=False).advance(state)
             if not isinstance(traffic, TrafficFailure):
                 # A skipped cycle acts on nothing, releases included: the landings wait for
                 # the next cycle that may act.
@@ -242,6 +240,18 @@ class Controller:
         )
         return outcomes
 
+    def advance_surges(self) -> int:
+        """Take each surge under way one step further now, between cycles; how many remain.
+        For a caller that waits on surges (a benchmark) without planning more."""
+        policy, _reload = self.policies.current()
+        return len(self._advance_surges(policy, self.state.load()).surges)
+
+    def _advance_surges(self, policy: Policy, state: PlannerState) -> PlannerState:
+        if not state.surges or not self._may_act():
+            return state
+        # Surges are real whatever the mode is now: a dry run must still finish or undo them.
+        return self._surges(policy, dry_run=False).advance(state)
+
     def _surges(self, policy: Policy, *, dry_run: bool) -> Surges:
         client = SurgeClient(self.api, self.recorder, self.hints, dry_run=dry_run)
         return Surges(
@@ -252,6 +262,7 @@ class Controller:
             self.clock,
             lambda result: self.metrics.surges.labels(result).inc(),
             self._may_act,
+            finishing=policy.mode == "migrate" and policy.migrate.method == "surge",
         )
 
     def _report_owned_gangs(self, gangs: tuple[OwnedGang, ...]) -> None:

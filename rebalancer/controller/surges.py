@@ -8,16 +8,18 @@ record from which the next leader finishes the surge or undoes it.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
 from rebalancer.clients.eviction import Outcome
-from rebalancer.clients.surge import SurgeClient, SurgeError
+from rebalancer.clients.surge import NotMadeError, SurgeClient, SurgeError
 from rebalancer.config.sections import Surge
+from rebalancer.errors import SourceUnavailableError
 from rebalancer.planning.state import PlannerState
-from rebalancer.planning.surge import SurgeRecord, next_step, surge_record
+from rebalancer.planning.surge import NewPod, SurgeRecord, next_step, surge_record
 from rebalancer.planning.types import Move
 
 SurgeResult = Literal["started", "would-surge", "completed", "reverted", "abandoned", "failed"]
@@ -45,25 +47,45 @@ class Surges:
     clock: Callable[[], float]
     count: Callable[[SurgeResult], None]
     may_act: Callable[[], bool]
+    finishing: bool = True
+    """False once the policy no longer surges (another mode or method): a surge under way is
+    then undone rather than finished."""
+    _saved: PlannerState | None = field(default=None, init=False)
+    """The state last saved while a surge starts: what a failure part way leaves."""
+
+    def _save(self, state: PlannerState) -> PlannerState:
+        self.store.save(state)
+        self._saved = state
+        return state
 
     def start(self, moves: list[Move], state: PlannerState) -> tuple[PlannerState, list[Outcome]]:
         outcomes = []
         for move in moves:
             if not self.may_act():
                 break
-            state, outcome = self._start(move, state)
+            self._saved = None
+            try:
+                state, outcome = self._start(move, state)
+            except (SurgeError, SourceUnavailableError) as error:
+                # What was saved last stays, record and all: the next cycle reads the cluster
+                # and finishes or undoes what this one began.
+                state = self._saved or state
+                _log.warning("surge of %s: %s", move.pod, error)
+                self.count("failed")
+                outcome = Outcome(move, "failed", str(error))
             outcomes.append(outcome)
         return state, outcomes
 
     def _start(self, move: Move, state: PlannerState) -> tuple[PlannerState, Outcome]:
         assert move.workload is not None
-        deployment = move.workload.rsplit("/", 1)[-1]
+        if any(record.workload == move.workload for record in state.surges):
+            return state, Outcome(move, "cancelled", "a surge of its Deployment is under way")
         now = self.clock()
         try:
-            prepared = self.client.prepare(move, deployment)
-        except SurgeError as error:
+            prepared = self.client.prepare(move, move.workload.rsplit("/", 1)[-1])
+        except NotMadeError as error:
             self.count("failed")
-            return state, Outcome(move, "failed", str(error))
+            return state, Outcome(move, "cancelled", str(error))
         record = surge_record(
             move,
             prepared.replicas,
@@ -71,34 +93,23 @@ class Surges:
             now=now,
             timeout=self.settings.ready_timeout_seconds,
             leader=self.process,
+            previous_cost=prepared.previous_cost,
         )
         why = f"{move.strategy}: {move.reason}; target {_domain(record)}"
         if self.client.dry_run:
-            try:
-                self.client.scale_up(record, now)
-            except SurgeError as error:
-                self.count("failed")
-                return state, Outcome(move, "failed", str(error))
+            self.client.scale_up(record, now)
             self.client.event(record, WOULD, f"would scale up by one, then remove it ({why})")
             self.count("would-surge")
             return state, Outcome(move, "would-surge")
-        state = state.with_surge(record)
-        self.store.save(state)  # recorded before anything is changed
+        state = self._save(state.with_surge(record))  # recorded before anything is changed
         try:
             self.client.scale_up(record, now)
-        except SurgeError as error:
-            # A patch whose answer was lost may have been made all the same.
-            try:
-                made = self.client.replicas(record.namespace, record.deployment)
-            except SurgeError:
-                made = None
-            step: Literal["revert", "abandon"] = (
-                "revert" if made == record.replicas + 1 else "abandon"
-            )
-            state = self._undo(record, state, step, str(error))
+        except NotMadeError as error:
+            state = self._undo(record, state, "abandon", str(error))
             return state, Outcome(move, "failed", str(error))
-        state = state.with_surge(record.at("scaled-up"))
-        self.store.save(state)
+        # Any other failure leaves the record at `started`: whether the scale was made is not
+        # known, and the next cycle reads it and undoes what was made.
+        state = self._save(state.with_surge(record.at("scaled-up")))
         self.client.event(
             record,
             STARTED,
@@ -109,13 +120,14 @@ class Surges:
         return state, Outcome(move, "surged")
 
     def advance(self, state: PlannerState) -> PlannerState:
-        """Each surge under way one step further; one that cannot be observed waits."""
+        """Each surge under way one step further; one that cannot be observed or changed now
+        waits for the next cycle."""
         for record in list(state.surges):
             if not self.may_act():
                 break
             try:
                 state = self._advance(record, state)
-            except SurgeError as error:
+            except (SurgeError, SourceUnavailableError) as error:
                 _log.warning("surge of %s: %s; tried again next cycle", record.pod, error)
         return state
 
@@ -123,13 +135,15 @@ class Surges:
         now = self.clock()
         seen = self.client.observe(record)
         step, why = next_step(record, seen, now, inherited=record.leader != self.process)
+        if step == "switch" and not self.finishing:
+            step, why = "revert", "the policy no longer moves Deployments by surge"
         if step == "wait":
             return state
         if step == "switch":
             self.client.mark_old_pod(record)
             try:
                 self.client.scale_back(record)
-            except SurgeError as error:
+            except NotMadeError as error:  # the scale is someone else's now
                 return self._undo(record, state, "abandon", str(error))
             step = "scaled-back"
         if step == "scaled-back":
@@ -138,12 +152,12 @@ class Surges:
             return state
         if step == "done":
             self.client.withdraw_hint(record, now)  # had the webhook missed the new pod
-            state = state.surge_ended(record, landed=True)
+            state = state.surge_ended(record, landed=True, now=now)
             self.store.save(state)
             self.client.event(record, COMPLETED, f"{why} ({_domain(record)})")
             self.count("completed")
             return state
-        return self._undo(record, state, step, why)
+        return self._undo(record, state, step, why, seen.new_pods)
 
     def _undo(
         self,
@@ -151,18 +165,25 @@ class Surges:
         state: PlannerState,
         step: Literal["revert", "abandon"],
         why: str,
+        new_pods: tuple[NewPod, ...] = (),
     ) -> PlannerState:
-        """Back to where the surge began: scaled back if this surge scaled up (`revert`), the
-        old pod's deletion cost and the hint taken away; the workload backs off."""
+        """Back to where the surge began: the old pod's own deletion cost back first, then (for
+        `revert`) the new pods marked to go and the scale back, then the hint withdrawn; the
+        workload backs off. A call that fails leaves the record for the next cycle, except a
+        scale that is someone else's now, which is left alone."""
         now = self.clock()
+        with contextlib.suppress(NotMadeError):  # the old pod is gone: nothing to put back
+            self.client.unmark_old_pod(record)
         if step == "revert":
+            for pod in new_pods:
+                with contextlib.suppress(NotMadeError):
+                    self.client.mark_new_pod(record, pod)
             try:
                 self.client.scale_back(record)
-            except SurgeError as error:
-                why = f"{why}; not scaled back: {error}"
-        self.client.unmark_old_pod(record)
+            except NotMadeError as error:
+                step, why = "abandon", f"{why}; {error}"
         self.client.withdraw_hint(record, now)
-        state = state.surge_ended(record, landed=False)
+        state = state.surge_ended(record, landed=False, now=now)
         self.store.save(state)
         self.client.event(record, REVERTED, f"undone: {why}", warning=True)
         self.count("reverted" if step == "revert" else "abandoned")

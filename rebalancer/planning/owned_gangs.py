@@ -34,18 +34,23 @@ class OwnedGang:
 def owned_gangs(view: ClusterView, level: int) -> list[OwnedGang]:
     """Each gang with an owner, talking across domains of `level`, that fits in fewer of them;
     heaviest crossing first."""
-    members: dict[GangMembership, list[str]] = defaultdict(list)
+    members: dict[tuple[str, str], list[str]] = defaultdict(list)
+    fixes: dict[tuple[str, str], GangMembership] = {}
     peers, locations = view.cost.peers, view.cost.locations
     for key in peers:
         if key in locations:
             membership = gang_membership(view.snapshot.pods[key])
             if membership is not None:
-                members[membership].append(key)
+                # One gang, whichever of its owner's keys each member was known by.
+                gang = (membership.owner, membership.gang)
+                members[gang].append(key)
+                fixes.setdefault(gang, membership)
     topology = view.topology
     level_name = topology.levels[level].name
     label = topology.levels[level].label
     reports = []
-    for membership, pods in members.items():
+    for gang, pods in members.items():
+        membership = fixes[gang]
         pods.sort()
         if len(pods) < 2:
             continue

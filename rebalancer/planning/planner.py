@@ -94,8 +94,13 @@ class _Cycle:
         if protected is not None:
             return "protected", protected
         if pod.workload is not None:
+            # Whatever the method now: a surge under way holds its Deployment.
+            if str(pod.workload) in self.surging:
+                return "surge", "a surge of its Deployment is under way"
             if surged(pod, self.rules):
-                refused = surge_refusal(pod, self.view.snapshot, self.rules, self.surging)
+                refused = surge_refusal(pod, self.view.snapshot, self.rules)
+                if refused is None and str(pod.workload) in self.moved_now:
+                    refused = "another pod of its Deployment is surged this cycle"
                 if refused is not None:
                     return "surge", refused
             settling = self.settling_reason(pod.workload)
@@ -177,8 +182,9 @@ class _Cycle:
         self, pod: Pod, candidate: Candidate, target: Domain, gain: float, node: str
     ) -> Move:
         self.budget.spend(self.scopes(pod))
-        for pdb in self.indexes.pdbs_for(pod):
-            self.pdb_spent[pdb.name] += 1
+        if not surged(pod, self.rules):  # a surge disrupts nothing
+            for pdb in self.indexes.pdbs_for(pod):
+                self.pdb_spent[pdb.name] += 1
         self.occupancy.reserve(pod, node)
         self.node_order.reserved(node)
         topology = self.view.topology

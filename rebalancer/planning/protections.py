@@ -82,21 +82,18 @@ def surged(pod: Pod, rules: PlanningRules) -> bool:
     )
 
 
-def surge_refusal(
-    pod: Pod, snapshot: Snapshot, rules: PlanningRules, surging: Iterable[str]
-) -> str | None:
-    """Why a Deployment's pod cannot be surged now; `surging`: the workloads with a surge
-    under way."""
+def surge_refusal(pod: Pod, snapshot: Snapshot, rules: PlanningRules) -> str | None:
+    """Why a Deployment's pod cannot be surged now."""
     assert pod.workload is not None and rules.surge is not None
     workload = snapshot.workloads.get(pod.workload)
-    if str(pod.workload) in surging:
-        return "a surge of its Deployment is under way"
     if workload is None:
         return "its Deployment is not in the snapshot"
     if workload.paused:
         return "its Deployment is paused"
     if workload.rollout is not None:
         return f"its Deployment is rolling out: {workload.rollout}"
+    if workload.one_at_a_time is not None:
+        return f"its Deployment runs one pod at a time ({workload.one_at_a_time})"
     autoscaler = snapshot.autoscaled.get(pod.workload)
     if autoscaler is not None and not rules.surge.autoscaled:
         return f"HorizontalPodAutoscaler {autoscaler} scales its Deployment (surge.autoscaled)"

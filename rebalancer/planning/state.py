@@ -95,16 +95,23 @@ class PlannerState(BaseModel):
         kept = [r for r in self.surges if r.pod != record.pod]
         return self.model_copy(update={"surges": [*kept, record]})
 
-    def surge_ended(self, record: SurgeRecord, landed: bool) -> PlannerState:
+    def surge_ended(self, record: SurgeRecord, *, landed: bool, now: float) -> PlannerState:
         """The record dropped, and the workload's misses cleared if the new pod runs in the
         target, or counted one more if the surge was undone, as for a landing."""
-        misses = dict(self.misses)
-        if landed:
-            misses.pop(record.workload, None)
-        else:
-            misses[record.workload] = misses.get(record.workload, 0) + 1
         surges = [r for r in self.surges if r.pod != record.pod]
-        return self.model_copy(update={"surges": surges, "misses": misses})
+        return self.model_copy(update={"surges": surges}).surge_result(
+            record.workload, landed=landed, now=now
+        )
+
+    def surge_result(self, workload: str, *, landed: bool, now: float) -> PlannerState:
+        """A miss backs the workload off from now (a surge that did not even start too)."""
+        misses, last_moved = dict(self.misses), dict(self.last_moved)
+        if landed:
+            misses.pop(workload, None)
+        else:
+            misses[workload] = misses.get(workload, 0) + 1
+            last_moved[workload] = now
+        return self.model_copy(update={"misses": misses, "last_moved": last_moved})
 
     def spread_remembered(self, workload: str, now: float) -> int | None:
         memory = self.spread_before.get(workload)

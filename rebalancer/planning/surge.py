@@ -57,13 +57,16 @@ class SurgeRecord(BaseModel):
     phase: SurgePhase
     leader: str
     """The process that started it; another one inherits it."""
+    previous_cost: str | None = None
+    """The old pod's own pod-deletion-cost before the surge, put back if it is undone."""
 
     @property
     def hint_owner(self) -> tuple[str, str, str]:
         return (self.namespace, "ReplicaSet", self.replicaset)
 
-    def hint(self, now: float) -> Hint:
-        """Required: a new pod outside the target would only be undone."""
+    def hint(self) -> Hint:
+        """Required: a new pod outside the target would only be undone. The same every time it
+        is made, so it is withdrawn by what it is, never another surge's or eviction's."""
         return Hint(
             namespace=self.namespace,
             owner_kind="ReplicaSet",
@@ -71,7 +74,7 @@ class SurgeRecord(BaseModel):
             workload=self.workload,
             domain=self.target,
             required=True,
-            expires=max(self.deadline, now + 1),
+            expires=self.deadline,
         )
 
     def at(self, phase: SurgePhase) -> SurgeRecord:
@@ -79,7 +82,14 @@ class SurgeRecord(BaseModel):
 
 
 def surge_record(
-    move: Move, replicas: int, pods_before: list[str], *, now: float, timeout: float, leader: str
+    move: Move,
+    replicas: int,
+    pods_before: list[str],
+    *,
+    now: float,
+    timeout: float,
+    leader: str,
+    previous_cost: str | None = None,
 ) -> SurgeRecord:
     assert move.workload is not None and move.controller is not None
     namespace, _pod = move.pod.split("/", 1)
@@ -100,12 +110,14 @@ def surge_record(
         deadline=now + timeout,
         phase="started",
         leader=leader,
+        previous_cost=previous_cost,
     )
 
 
 @dataclass(frozen=True)
 class NewPod:
     name: str
+    uid: str
     ready: bool
     node_labels: dict[str, str] | None
     """Its node's labels once bound; None while it is not."""
@@ -154,14 +166,18 @@ def next_step(
         if now > record.deadline + SCALED_DOWN_GRACE_SECONDS:
             return "abandon", "scaled back, but another pod than the old one was removed"
         return "wait", "scaled back; waiting for the old pod to go"
-    if seen.replicas == before and seen.old_pod_marked:
-        return "scaled-back", "taken over after the scale back"
+    if seen.replicas == before:
+        # Scaled back by this surge, only not recorded (killed after the call), or by others.
+        if seen.old_pod_marked:
+            return "scaled-back", "taken over after the scale back"
+        if seen.old_pod != "running" and _landed(record, seen):
+            return "done", "taken over after the scale back; the new pod runs in the target"
     if seen.replicas != up:
         return "abandon", f"replicas changed to {seen.replicas} by someone else"
     if seen.old_pod != "running":
         return "revert", f"the old pod is {seen.old_pod}: its own replacement is on its way"
     ready = [pod for pod in seen.new_pods if pod.ready and pod.node_labels is not None]
-    landed = [pod for pod in ready if _inside(pod.node_labels or {}, record.target)]
+    landed = _landed(record, seen)
     if landed:
         return "switch", f"{landed[0].name} is Ready in the target"
     if ready:
@@ -171,6 +187,15 @@ def next_step(
     if inherited:
         return "revert", "taken over while the new pod was not yet Ready"
     return "wait", "waiting for the new pod to be Ready in the target"
+
+
+def _landed(record: SurgeRecord, seen: SurgeSeen) -> list[NewPod]:
+    """The new pods Ready in the target."""
+    return [
+        pod
+        for pod in seen.new_pods
+        if pod.ready and pod.node_labels is not None and _inside(pod.node_labels, record.target)
+    ]
 
 
 def _inside(labels: dict[str, str], target: dict[str, str]) -> bool:
