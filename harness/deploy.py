@@ -14,6 +14,7 @@ import yaml
 
 from harness.cluster import build_binaries
 from harness.paths import CHART, DEPLOY
+from harness.process import wait_until
 
 OVERLAY_MODES = {
     "dry-run": "dry-run",
@@ -31,6 +32,30 @@ def kubectl() -> str:
 
 def helm() -> str:
     return str(build_binaries() / "helm")
+
+
+def install_crds(kubeconfig: Path, directories: list[Path]) -> None:
+    """Apply each directory of CRDs, then wait until the API server serves them all."""
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        command = [kubectl(), "--kubeconfig", str(kubeconfig), *args]
+        return subprocess.run(command, capture_output=True, text=True, check=False, timeout=120)
+
+    for crds in directories:
+        applied = run("apply", "--server-side", "-f", str(crds))
+        assert applied.returncode == 0, applied.stderr
+    for crds in directories:
+        # A CRD just made may have no conditions yet, which `kubectl wait` takes for an error.
+        wait_until(
+            lambda c=crds: (
+                run(  # type: ignore[misc]
+                    "wait", "--for=condition=Established", "--timeout=30s", "-f", str(c)
+                ).returncode
+                == 0
+            ),
+            90,
+            f"the CRDs of {crds.name} established",
+        )
 
 
 def render_chart(

@@ -18,7 +18,15 @@ from kubernetes import client, config
 
 from harness.bundles import INSTALL
 from harness.cluster import LocalCluster, build_binaries
-from harness.deploy import OVERLAYS, build_overlay, controller_args, kubectl, kustomize, objects_of
+from harness.deploy import (
+    OVERLAYS,
+    build_overlay,
+    controller_args,
+    install_crds,
+    kubectl,
+    kustomize,
+    objects_of,
+)
 from harness.paths import DEPLOY
 from harness.process import wait_until
 from harness.scrape import total
@@ -66,13 +74,7 @@ def _kubectl(cluster: LocalCluster, *args: str) -> subprocess.CompletedProcess[s
 def operator_crds(cluster: LocalCluster) -> None:
     """ServiceMonitor, PrometheusRule, Issuer and Certificate, so the API server can validate
     deploy/'s own."""
-    for crds in sorted(build_binaries().glob("crds-*")):
-        applied = _kubectl(cluster, "apply", "--server-side", "-f", str(crds))
-        assert applied.returncode == 0, applied.stderr
-        waited = _kubectl(
-            cluster, "wait", "--for=condition=Established", "--timeout=60s", "-f", str(crds)
-        )
-        assert waited.returncode == 0, waited.stderr
+    install_crds(cluster.kubeconfig, sorted(build_binaries().glob("crds-*")))
     cluster.ensure_namespace("topology-rebalancer")  # the overlays' own
 
 

@@ -12,7 +12,6 @@ report every owned one with its owner's fix.
 from __future__ import annotations
 
 import json
-import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,7 +22,7 @@ from kubernetes import client
 from prometheus_client import CollectorRegistry
 
 from harness.cluster import LocalCluster, build_binaries, is_ready
-from harness.deploy import kubectl
+from harness.deploy import install_crds
 from harness.exporter import FlowCounters, serve
 from harness.process import wait_until
 from harness.prometheus import PrometheusServer
@@ -233,23 +232,10 @@ GANGS = (
 )
 
 
-def _kubectl(cluster: LocalCluster, *args: str) -> None:
-    done = subprocess.run(
-        [kubectl(), "--kubeconfig", str(cluster.kubeconfig), *args],
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=120,
-    )
-    assert done.returncode == 0, done.stderr
-
-
 def _install_crds(cluster: LocalCluster) -> None:
     directories = sorted(build_binaries().glob("gang-crds-*"))
     assert len(directories) == 7, directories  # Kueue, Volcano, KAI, JobSet, LWS and two PodGroups
-    for crds in directories:
-        _kubectl(cluster, "apply", "--server-side", "-f", str(crds))
-        _kubectl(cluster, "wait", "--for=condition=Established", "--timeout=60s", "-f", str(crds))
+    install_crds(cluster.kubeconfig, directories)
 
 
 def _job(gang: Gang) -> dict[str, Any]:

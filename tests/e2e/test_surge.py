@@ -62,12 +62,13 @@ thresholds: {min_gain: 1, min_gain_ratio: 0}
 
 def _workloads(namespace: str) -> str:
     """A one-replica cache in zone a whose PDB allows no disruption, called by an api in zone b
-    that may not move (a StatefulSet whose PDB holds all three): only a surge moves the cache."""
+    that may not move (a StatefulSet whose PDB holds both pods): only a surge moves the cache.
+    Small requests: eight of these share the session's nodes with every other test's."""
     return f"""
   - {{name: cache, namespace: {namespace}, replicas: 1, pdb: {{min_available: 1}},
-     start_in: {{zone: zone-a}}}}
-  - {{name: api, namespace: {namespace}, kind: StatefulSet, replicas: 3,
-     pdb: {{min_available: 3}}, start_in: {{zone: zone-b}}}}"""
+     cpu: 100m, memory: 64Mi, start_in: {{zone: zone-a}}}}
+  - {{name: api, namespace: {namespace}, kind: StatefulSet, replicas: 2, cpu: 100m,
+     memory: 64Mi, pdb: {{min_available: 2}}, start_in: {{zone: zone-b}}}}"""
 
 
 SCENARIO = parse_scenario(
