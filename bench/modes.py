@@ -1,7 +1,8 @@
-"""Evict against migrate, live: each scenario on a fresh local control plane (real API server,
-scheduler and controllers, kwok nodes, real Prometheus), the controller cycling in one mode for a
-fixed number of cycles, judged by the exporter's ground truth. Run with `make bench-modes`;
-writes bench/results/modes.md and modes.json."""
+"""Evict against migrate against surge, live: each scenario on a fresh local control plane (real
+API server, scheduler and controllers, kwok nodes, real Prometheus), the controller cycling in one
+mode for a fixed number of cycles, judged by the exporter's ground truth; a pod watch sampled
+every 50 ms counts each Deployment's Ready pods. Run with `make bench-modes`; writes
+bench/results/modes.md and modes.json."""
 
 from __future__ import annotations
 
@@ -10,30 +11,39 @@ import json
 import tempfile
 from pathlib import Path
 
-from harness.trial import TrialSummary, run_trial
-from rebalancer.config.policy import load_policy
+from harness.trial import Method, TrialSummary, run_trial
+from rebalancer.config.policy import Mode, load_policy
 from rebalancer.simulator.scenario import load_scenario
 
 ROOT = Path(__file__).resolve().parents[1]
-SCENARIOS = {"chatty-pair": "zone", "training-gang": "rack"}
+SCENARIOS = {"chatty-pair": "zone", "training-gang": "rack", "single-replica-pair": "zone"}
 """Each scenario, and the level whose crossing traffic it is about."""
-MODES = ("evict", "migrate")
+MODES: tuple[tuple[Mode, Method], ...] = (
+    ("evict", "evict"),
+    ("migrate", "evict"),
+    ("migrate", "surge"),
+)
+"""Each mode, and migrate.method: evict-then-steer, or make-before-break for Deployments."""
 
 
 def table(summaries: list[TrialSummary]) -> str:
     lines = [
         "| scenario | mode | level | crossing before (flows/s) | after | drop | moves "
-        "| landed in target | elsewhere | not scheduled | PDB violations | spread violations |",
-        "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| landed in target | elsewhere | not scheduled | PDB violations | spread violations "
+        "| 50 ms samples below desired Ready | samples |",
+        "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|",
     ]
     for summary in summaries:
         figures = summary.as_dict()
+        mode = summary.mode if summary.method == "evict" else f"{summary.mode} ({summary.method})"
+        below = ", ".join(f"{k} {n}" for k, n in sorted(summary.below_desired.items())) or "0"
         lines.append(
-            f"| {summary.scenario} | {summary.mode} | {summary.level} "
+            f"| {summary.scenario} | {mode} | {summary.level} "
             f"| {summary.before[summary.level]:.1f} | {summary.after[summary.level]:.1f} "
             f"| {summary.drop:.0%} | {summary.moves} | {summary.landed} "
             f"| {figures['landed_elsewhere']} | {figures['not_scheduled']} "
-            f"| {len(summary.pdb_violations)} | {len(summary.spread_violations)} |"
+            f"| {len(summary.pdb_violations)} | {len(summary.spread_violations)} "
+            f"| {below} | {summary.ready_samples} |"
         )
     return "\n".join(lines)
 
@@ -48,25 +58,28 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="bench-modes-") as workdir:
         for name, level in SCENARIOS.items():
             scenario = load_scenario(ROOT / "examples" / "scenarios" / f"{name}.yaml")
-            for mode in MODES:
-                print(f"{name}, {mode} mode, {args.cycles} cycles", flush=True)
+            for mode, method in MODES:
+                print(f"{name}, {mode} mode ({method}), {args.cycles} cycles", flush=True)
                 summaries.append(
                     run_trial(
                         scenario,
                         policy,
-                        Path(workdir) / f"{name}-{mode}",
+                        Path(workdir) / f"{name}-{mode}-{method}",
                         mode=mode,
                         cycles=args.cycles,
                         level=level,
+                        method=method,
                     )
                 )
     text = table(summaries)
     print(text)
     args.results.mkdir(parents=True, exist_ok=True)
     heading = (
-        f"# Evict against migrate, live, {args.cycles} cycles each\n\n"
+        f"# Evict against migrate against surge, live, {args.cycles} cycles each\n\n"
         "Written by `make bench-modes`. Crossing rates are the exporter's ground truth once the "
-        "last cycle's replacements were Ready; landings are read off the API server.\n\n"
+        "last cycle's replacements were Ready; landings are read off the API server. A pod "
+        "watch sampled every 50 ms counts each Deployment's Ready pods (bound, Running, Ready, "
+        "not terminating); a sample below the desired count is a moment of lost capacity.\n\n"
     )
     (args.results / "modes.md").write_text(heading + text + "\n")
     (args.results / "modes.json").write_text(

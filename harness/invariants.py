@@ -13,10 +13,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from kubernetes import client
+from kubernetes import client, watch
 
 from harness.cluster import is_ready
-from rebalancer.clients.kube_api import list_raw
+from rebalancer.clients.kube_api import list_raw, list_with_version
 from rebalancer.errors import SourceUnavailableError
 from rebalancer.planning.state import RecentMove
 from rebalancer.simulator.scenario import LEVEL_LABELS, Scenario, domain_counts
@@ -143,3 +143,84 @@ class InvariantWatch:
                 self.failed_polls.append(f"{type(error).__name__}: {error}".splitlines()[0])
             else:
                 self.polls += 1
+
+
+@dataclass
+class ReadyWatcher:
+    """Each Deployment of the scenario's Ready pods (bound, Running, Ready, not terminating),
+    kept from a pod watch and sampled every `period` seconds: a surge must never leave fewer
+    than the desired replicas serving, even for a moment, and an eviction shows its dip."""
+
+    scenario: Scenario
+    api: client.ApiClient
+    period: float = 0.05
+    samples: int = 0
+    below: dict[str, int] = field(default_factory=dict)
+    """Deployment (namespace/name) -> samples with fewer Ready pods than its replicas."""
+    least: dict[str, int] = field(default_factory=dict)
+    """Deployment -> the fewest Ready pods any sample saw."""
+    _ready: dict[str, str] = field(default_factory=dict)
+    """UID of each Ready pod of a watched Deployment -> its Deployment."""
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+    _stop: threading.Event = field(default_factory=threading.Event)
+    _threads: list[threading.Thread] = field(default_factory=list)
+
+    def start(self) -> ReadyWatcher:
+        deployments = {w.key for w in self.scenario.workloads if w.kind == "Deployment"}
+        core = client.CoreV1Api(self.api)
+        pods, version = list_with_version("Pod", core.list_pod_for_all_namespaces)
+        for pod in pods:
+            self._see(pod, deployments, deleted=False)
+        watching = threading.Thread(
+            target=self._watch, args=(deployments, version), name="ready-watch", daemon=True
+        )
+        sampling = threading.Thread(target=self._sample, args=(deployments,), daemon=True)
+        self._threads = [watching, sampling]
+        for thread in self._threads:
+            thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        for thread in self._threads:
+            thread.join(timeout=10)
+
+    def _see(self, pod: dict[str, Any], deployments: set[str], *, deleted: bool) -> None:
+        metadata = pod["metadata"]
+        key = f"{metadata['namespace']}/{(metadata.get('labels') or {}).get('app', '')}"
+        if key not in deployments:
+            return
+        with self._lock:
+            if not deleted and is_ready(pod):
+                self._ready[metadata["uid"]] = key
+            else:
+                self._ready.pop(metadata["uid"], None)
+
+    def _watch(self, deployments: set[str], version: str) -> None:
+        core = client.CoreV1Api(self.api)
+        while not self._stop.is_set():
+            stream = watch.Watch().stream(  # type: ignore[no-untyped-call]
+                core.list_pod_for_all_namespaces,
+                resource_version=version,
+                timeout_seconds=5,
+                deserialize=False,
+            )
+            for event in stream:
+                pod = event["object"]
+                version = pod["metadata"].get("resourceVersion", version)
+                self._see(pod, deployments, deleted=event["type"] == "DELETED")
+                if self._stop.is_set():
+                    break
+
+    def _sample(self, deployments: set[str]) -> None:
+        desired = {w.key: w.replicas for w in self.scenario.workloads if w.key in deployments}
+        while not self._stop.wait(self.period):
+            with self._lock:
+                counts = dict.fromkeys(deployments, 0)
+                for key in self._ready.values():
+                    counts[key] += 1
+            self.samples += 1
+            for key, count in counts.items():
+                self.least[key] = min(self.least.get(key, count), count)
+                if count < desired[key]:
+                    self.below[key] = self.below.get(key, 0) + 1

@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import networkx as nx
 from kubernetes import client
@@ -23,7 +23,7 @@ from prometheus_client import CollectorRegistry
 
 from harness.cluster import LocalCluster, local_cluster
 from harness.exporter import ClusterTraffic
-from harness.invariants import InvariantWatch, ready_by_workload
+from harness.invariants import InvariantWatch, ReadyWatcher, ready_by_workload
 from harness.live import live_scenario
 from harness.process import free_port
 from harness.webhook import webhook_configuration
@@ -40,6 +40,7 @@ from rebalancer.simulator.scenario import Scenario
 from rebalancer.webhook.server import WebhookServer
 from rebalancer.webhook.serving_keys import shared_serving_keys
 
+Method = Literal["evict", "surge"]
 CONTROLLER_NAMESPACE = "topology-rebalancer"
 WEBHOOK_CONFIGURATION = "topology-rebalancer"
 SETTLE_SECONDS = 60.0
@@ -72,6 +73,13 @@ class TrialSummary:
     pdb_violations: list[str]
     spread_violations: list[str]
     invariant_polls: int
+    method: Method = "evict"
+    """migrate.method: `surge` moves Deployments make-before-break."""
+    ready_samples: int = 0
+    """Samples of each Deployment's Ready pods, taken every 50 ms."""
+    below_desired: dict[str, int] = field(default_factory=dict)
+    """Deployment -> samples with fewer Ready pods than its replicas."""
+    least_ready: dict[str, int] = field(default_factory=dict)
 
     @property
     def after(self) -> dict[str, float]:
@@ -111,6 +119,10 @@ class TrialSummary:
             "pdb_violations": self.pdb_violations,
             "spread_violations": self.spread_violations,
             "invariant_polls": self.invariant_polls,
+            "method": self.method,
+            "ready_samples": self.ready_samples,
+            "samples_below_desired": self.below_desired,
+            "least_ready": self.least_ready,
         }
 
 
@@ -128,6 +140,7 @@ class Trial:
     truth: ClusterTraffic
     controller: Controller
     watch: InvariantWatch
+    ready: ReadyWatcher
     window_seconds: int
     spread_violations: list[str] = field(default_factory=list)
 
@@ -137,7 +150,9 @@ class Trial:
         policies.policy = policies.policy.model_copy(update={"mode": mode})
         before = self._ready_pods()
         report = self.controller.run_cycle()
-        planned = tuple(o.move for o in report.outcomes if o.result in {"evicted", "would-evict"})
+        acted = {"evicted", "would-evict", "surged", "would-surge"}
+        planned = tuple(o.move for o in report.outcomes if o.result in acted)
+        self._settle_surges()
         landings = (0, 0, 0)
         if mode != "dry-run" and planned:
             landings = self._landings(planned, before)
@@ -152,6 +167,13 @@ class Trial:
             len(report.outcomes),
             *landings,
         )
+
+    def _settle_surges(self) -> None:
+        """Take the surges this cycle started to their end, between cycles, as a controller
+        cycling every few seconds would; nothing new is planned meanwhile."""
+        deadline = time.monotonic() + SETTLE_SECONDS
+        while self.controller.advance_surges() and time.monotonic() < deadline:
+            time.sleep(0.25)
 
     def _ready_pods(self) -> dict[str, _PodSeen]:
         core = client.CoreV1Api(self.cluster.api_client())
@@ -246,10 +268,12 @@ def live_trial(
                     hints=hints,
                 )
                 watch = InvariantWatch(scenario, api).start()
+                ready = ReadyWatcher(scenario, api).start()
                 try:
-                    yield Trial(cluster, scenario, truth, controller, watch, window_seconds)
+                    yield Trial(cluster, scenario, truth, controller, watch, ready, window_seconds)
                 finally:
                     watch.stop()
+                    ready.stop()
         finally:
             webhook.stop()
 
@@ -262,8 +286,13 @@ def run_trial(
     mode: Mode,
     cycles: int,
     level: str,
+    method: Method = "evict",
 ) -> TrialSummary:
-    """`cycles` cycles in `mode`, all of them, so every mode gets the same number of chances."""
+    """`cycles` cycles in `mode`, all of them, so every mode gets the same number of chances;
+    `method` is migrate mode's."""
+    policy = policy.model_copy(
+        update={"migrate": policy.migrate.model_copy(update={"method": method})}
+    )
     with live_trial(scenario, policy, workdir) as trial:
         before = trial.truth.true_crossing()
         figures = [trial.cycle(number, mode) for number in range(1, cycles + 1)]
@@ -276,4 +305,8 @@ def run_trial(
             list(trial.watch.pdb_violations),
             trial.spread_violations,
             trial.watch.polls,
+            method,
+            trial.ready.samples,
+            dict(trial.ready.below),
+            dict(trial.ready.least),
         )

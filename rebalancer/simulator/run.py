@@ -8,6 +8,7 @@ the planner's assumption that flows stay pinned to pods is tested, not taken for
 from __future__ import annotations
 
 from collections import Counter
+from dataclasses import dataclass, field
 
 from rebalancer.cluster.model import Pod, Resources
 from rebalancer.config.policy import Policy
@@ -37,6 +38,7 @@ from rebalancer.simulator.results import (
 from rebalancer.simulator.scenario import (
     LEVEL_LABELS,
     Scenario,
+    WorkloadSpec,
     domain_counts,
 )
 from rebalancer.simulator.scheduler import Scheduler, SimulatedSteering
@@ -165,6 +167,77 @@ def _optima(
     return best(fair), best(Rules())
 
 
+@dataclass
+class _Acting:
+    """One simulated cycle's moves, made as the controller makes them."""
+
+    cluster: SimulatedCluster
+    policy: Policy
+    mode: SimulatedMode
+    by_key: dict[str, WorkloadSpec]
+    now: float
+    evicted: list[Acted] = field(default_factory=list)
+    surged: list[Move] = field(default_factory=list)
+    moved: list[str] = field(default_factory=list)
+    landed: int = 0
+    refused: int = 0
+    disrupted: Counter[str] = field(default_factory=Counter)
+
+    def make(self, move: Move) -> None:
+        old = self.cluster.snapshot.pods[move.pod]
+        workload = self.by_key[workload_key(old)]
+        if move.method == "surge":
+            self._surge(move, workload, old)
+        else:
+            self._evict(move, workload, old)
+
+    def _surge(self, move: Move, workload: WorkloadSpec, old: Pod) -> None:
+        """Make-before-break: the new pod, steered as the required hint steers it, then the old
+        one removed; a new pod outside the target is removed instead."""
+        cluster = self.cluster
+        steering = SimulatedSteering(move.target_labels, True)
+        new = cluster.create(workload, _ordinal(old), steering=steering)
+        labels = cluster.snapshot.nodes[new.node_name].labels if new.node_name else {}
+        if move.target_labels.items() <= labels.items():
+            cluster.remove(move.pod)
+            self.landed += 1
+            self.surged.append(move)
+            self.moved.append(workload.key)
+        else:
+            cluster.remove(new.key)
+
+    def _evict(self, move: Move, workload: WorkloadSpec, old: Pod) -> None:
+        cluster, migrate = self.cluster, self.policy.migrate
+        # The Eviction API's check: replacements are not Ready before the next cycle.
+        if (
+            len(cluster.ready_of(workload)) - self.disrupted[workload.key]
+            <= workload.promised_ready
+            and workload.pdb is not None
+        ):
+            self.refused += 1
+            return
+        self.disrupted[workload.key] += 1
+        cluster.remove(move.pod)
+        steering = None
+        if self.mode == "migrate":
+            steering = SimulatedSteering(move.target_labels, migrate.required)
+        new = cluster.create(workload, _ordinal(old), steering=steering)
+        if new.node_name:
+            self.landed += (
+                move.target_labels.items() <= cluster.snapshot.nodes[new.node_name].labels.items()
+            )
+        hint = None
+        if steering is not None:  # the hint the controller records before a migrate eviction
+            hint = expected_landing(
+                move,
+                required=steering.required,
+                weight=migrate.weight,
+                expires=self.now + migrate.hint_ttl_seconds,
+            )
+        self.evicted.append(Acted(move, hint))
+        self.moved.append(workload.key)
+
+
 def simulate(
     scenario: Scenario,
     policy: Policy,
@@ -198,50 +271,23 @@ def simulate(
         state, _judged = judge_landings(state, cluster.snapshot, now)
         outcome = plan_cycle(acting, cluster.snapshot, cluster.traffic(), state, now=now)
         assert outcome.plan is not None  # simulated traffic never fails
-        evicted: list[Acted] = []
-        moved: list[str] = []
-        landed = refused = 0
-        disrupted: Counter[str] = Counter()
         rerouted = 0
         for advice in outcome.routing if routing else ():
             if advice.recommended is not None:  # a Service's key is its workload's
                 cluster.distributions[advice.service] = advice.recommended
                 rerouted += 1
+        acting_now = _Acting(cluster, acting, mode, by_key, now)
         for move in outcome.plan.moves if moves else ():
-            old = cluster.snapshot.pods[move.pod]
-            workload = by_key[workload_key(old)]
-            # The Eviction API's check: replacements are not Ready before the next cycle.
-            if (
-                len(cluster.ready_of(workload)) - disrupted[workload.key] <= workload.promised_ready
-                and workload.pdb is not None
-            ):
-                refused += 1
-                continue
-            disrupted[workload.key] += 1
-            cluster.remove(move.pod)
-            steering = None
-            if mode == "migrate":
-                steering = SimulatedSteering(move.target_labels, acting.migrate.required)
-            new = cluster.create(workload, _ordinal(old), steering=steering)
-            if new.node_name:
-                landed += (
-                    move.target_labels.items()
-                    <= cluster.snapshot.nodes[new.node_name].labels.items()
-                )
-            hint = None
-            if steering is not None:  # the hint the controller records before a migrate eviction
-                hint = expected_landing(
-                    move,
-                    required=steering.required,
-                    weight=acting.migrate.weight,
-                    expires=now + acting.migrate.hint_ttl_seconds,
-                )
-            evicted.append(Acted(move, hint))
-            moved.append(workload.key)
-        history += [(item.move, now) for item in evicted]
-        # Judged by the next cycle's judge_landings, as the controller judges them.
-        state = remember(outcome.state, evicted, policy, now)
-        counts = (len(evicted), landed, refused)
+            acting_now.make(move)
+        evicted, surged = acting_now.evicted, acting_now.surged
+        history += [(item.move, now) for item in evicted] + [(move, now) for move in surged]
+        # Judged by the next cycle's judge_landings, as the controller judges them; a surge
+        # judged its own landing.
+        state = remember(outcome.state, evicted, policy, now).record_moves(
+            surged, now, policy.cooldown.per_workload_seconds
+        )
+        counts = (len(evicted) + len(surged), acting_now.landed, acting_now.refused)
+        moved = acting_now.moved
         rows.append(
             _row(number, cluster, policy, counts, tuple(dict.fromkeys(moved)), rerouted=rerouted)
         )
