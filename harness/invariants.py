@@ -159,6 +159,8 @@ class ReadyWatcher:
     """Deployment (namespace/name) -> samples with fewer Ready pods than its replicas."""
     least: dict[str, int] = field(default_factory=dict)
     """Deployment -> the fewest Ready pods any sample saw."""
+    relists: int = 0
+    """Times the watch ended in an error and the pods were listed again."""
     _ready: dict[str, str] = field(default_factory=dict)
     """UID of each Ready pod of a watched Deployment -> its Deployment."""
     _lock: threading.Lock = field(default_factory=threading.Lock)
@@ -167,10 +169,7 @@ class ReadyWatcher:
 
     def start(self) -> ReadyWatcher:
         deployments = {w.key for w in self.scenario.workloads if w.kind == "Deployment"}
-        core = client.CoreV1Api(self.api)
-        pods, version = list_with_version("Pod", core.list_pod_for_all_namespaces)
-        for pod in pods:
-            self._see(pod, deployments, deleted=False)
+        version = self._relist(deployments)
         watching = threading.Thread(
             target=self._watch, args=(deployments, version), name="ready-watch", daemon=True
         )
@@ -181,36 +180,72 @@ class ReadyWatcher:
         return self
 
     def stop(self) -> None:
+        """Stop; a thread that died would make the samples mean nothing, so that raises."""
         self._stop.set()
         for thread in self._threads:
             thread.join(timeout=10)
+        assert self.samples > 0, "the Ready watcher took no sample"
 
-    def _see(self, pod: dict[str, Any], deployments: set[str], *, deleted: bool) -> None:
+    def figures(self) -> tuple[int, dict[str, int], dict[str, int], int]:
+        """Samples, samples below desired, the fewest Ready and the relists, as one copy."""
+        with self._lock:
+            return self.samples, dict(self.below), dict(self.least), self.relists
+
+    def _relist(self, deployments: set[str]) -> str:
+        core = client.CoreV1Api(self.api)
+        pods, version = list_with_version("Pod", core.list_pod_for_all_namespaces)
+        ready = {}
+        for pod in pods:
+            key = self._workload(pod, deployments)
+            if key is not None and is_ready(pod):
+                ready[pod["metadata"]["uid"]] = key
+        with self._lock:
+            self._ready = ready
+        return version
+
+    @staticmethod
+    def _workload(pod: dict[str, Any], deployments: set[str]) -> str | None:
         metadata = pod["metadata"]
         key = f"{metadata['namespace']}/{(metadata.get('labels') or {}).get('app', '')}"
-        if key not in deployments:
+        return key if key in deployments else None
+
+    def _see(self, pod: dict[str, Any], deployments: set[str], *, deleted: bool) -> None:
+        key = self._workload(pod, deployments)
+        if key is None:
             return
+        uid = pod["metadata"]["uid"]
         with self._lock:
             if not deleted and is_ready(pod):
-                self._ready[metadata["uid"]] = key
+                self._ready[uid] = key
             else:
-                self._ready.pop(metadata["uid"], None)
+                self._ready.pop(uid, None)
 
     def _watch(self, deployments: set[str], version: str) -> None:
         core = client.CoreV1Api(self.api)
         while not self._stop.is_set():
-            stream = watch.Watch().stream(  # type: ignore[no-untyped-call]
-                core.list_pod_for_all_namespaces,
-                resource_version=version,
-                timeout_seconds=5,
-                deserialize=False,
-            )
-            for event in stream:
-                pod = event["object"]
-                version = pod["metadata"].get("resourceVersion", version)
-                self._see(pod, deployments, deleted=event["type"] == "DELETED")
-                if self._stop.is_set():
-                    break
+            try:
+                stream = watch.Watch().stream(  # type: ignore[no-untyped-call]
+                    core.list_pod_for_all_namespaces,
+                    resource_version=version,
+                    timeout_seconds=5,
+                    deserialize=False,
+                )
+                for event in stream:
+                    if event["type"] == "ERROR":  # 410 Gone, or another: list again
+                        raise ValueError(str(event.get("object")))
+                    pod = event["object"]
+                    version = pod["metadata"].get("resourceVersion", version)
+                    self._see(pod, deployments, deleted=event["type"] == "DELETED")
+                    if self._stop.is_set():
+                        break
+            except Exception:  # whatever ended the watch: the pods are listed again
+                self.relists += 1
+                while not self._stop.is_set():
+                    try:
+                        version = self._relist(deployments)
+                        break
+                    except SourceUnavailableError:
+                        self._stop.wait(0.5)
 
     def _sample(self, deployments: set[str]) -> None:
         desired = {w.key: w.replicas for w in self.scenario.workloads if w.key in deployments}
@@ -219,8 +254,8 @@ class ReadyWatcher:
                 counts = dict.fromkeys(deployments, 0)
                 for key in self._ready.values():
                     counts[key] += 1
-            self.samples += 1
-            for key, count in counts.items():
-                self.least[key] = min(self.least.get(key, count), count)
-                if count < desired[key]:
-                    self.below[key] = self.below.get(key, 0) + 1
+                self.samples += 1
+                for key, count in counts.items():
+                    self.least[key] = min(self.least.get(key, count), count)
+                    if count < desired[key]:
+                        self.below[key] = self.below.get(key, 0) + 1

@@ -80,6 +80,8 @@ class TrialSummary:
     below_desired: dict[str, int] = field(default_factory=dict)
     """Deployment -> samples with fewer Ready pods than its replicas."""
     least_ready: dict[str, int] = field(default_factory=dict)
+    watch_relists: int = 0
+    """Times the Ready watcher's pod watch ended in an error and was listed again."""
 
     @property
     def after(self) -> dict[str, float]:
@@ -123,6 +125,7 @@ class TrialSummary:
             "ready_samples": self.ready_samples,
             "samples_below_desired": self.below_desired,
             "least_ready": self.least_ready,
+            "watch_relists": self.watch_relists,
         }
 
 
@@ -306,7 +309,5 @@ def run_trial(
             trial.spread_violations,
             trial.watch.polls,
             method,
-            trial.ready.samples,
-            dict(trial.ready.below),
-            dict(trial.ready.least),
+            *trial.ready.figures(),
         )

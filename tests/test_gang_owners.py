@@ -323,3 +323,19 @@ def test_members_known_by_different_keys_are_one_gang() -> None:
         make_policy(**GANG_POLICY), snapshot, traffic_of(rates), PlannerState(), now=1.0
     )
     assert [(g.gang, g.pods) for g in outcome.owned_gangs] == [("default/train", 4)]
+
+
+def test_a_leaderworkerset_group_placed_by_a_gang_scheduler_is_still_its_gang() -> None:
+    """The scheduler's own key names no gang on a StatefulSet's pods; LWS's labels do."""
+    marks = _marked(
+        labels={
+            "leaderworkerset.sigs.k8s.io/name": "vllm",
+            "leaderworkerset.sigs.k8s.io/group-index": "0",
+            "kai.scheduler/queue": "inference",
+        },
+        scheduler="kai-scheduler",
+    )
+    pod = _pod("vllm-0-1", "node-a11", marks, owner=("StatefulSet", "vllm-0"))
+    membership = gang_membership(snapshot_of([*grid_nodes(), pod]).pods["default/vllm-0-1"])
+    assert membership is not None
+    assert (membership.owner, membership.gang) == ("LeaderWorkerSet", "default/vllm-0")

@@ -100,10 +100,6 @@ class SurgeClient:
         """Its own deletion cost back, or none."""
         self._annotate(record.namespace, record.pod, record.pod_uid, record.previous_cost)
 
-    def mark_new_pod(self, record: SurgeRecord, pod: NewPod) -> None:
-        """Before an undo's scale back: the new pod goes, whatever else the ReplicaSet ranks."""
-        self._annotate(record.namespace, f"{record.namespace}/{pod.name}", pod.uid, LOWEST_COST)
-
     def withdraw_hint(self, record: SurgeRecord, now: float) -> None:
         """This surge's hint, if the webhook has not spent it, and no other."""
         if self.hints is not None:
@@ -162,7 +158,7 @@ class SurgeClient:
                 _content_type="application/json-patch+json",
             )
         except ApiException as error:
-            if error.status == 422 and "test" in str(error.body or "").lower():
+            if error.status == 422 and "test failed" in str(error.body or ""):
                 raise NotMadeError(f"{target} no longer has {expected} replicas") from None
             raise SurgeError(f"scale {target}: HTTP {error.status} {error.reason}") from None
         except (HTTPError, OSError) as error:
@@ -218,10 +214,13 @@ class SurgeClient:
             raise SurgeError(str(error)) from None
         return [pod for pod in pods if _controller_name(pod) == replicaset]
 
-    def _node_labels(self, node: str) -> dict[str, str]:
+    def _node_labels(self, node: str) -> dict[str, str] | None:
+        """Its node's labels; None for a node gone since (the pod is as good as unbound)."""
         try:
             found = self.core.read_node(node)
         except ApiException as error:
+            if error.status == 404:
+                return None
             raise SurgeError(f"read node {node}: HTTP {error.status}") from None
         except (HTTPError, OSError) as error:
             raise SurgeError(f"read node {node}: {transport_problem(error)}") from None

@@ -69,8 +69,9 @@ def gang_membership(pod: Pod) -> GangMembership | None:
             serving = pod.workload is not None and pod.workload.kind in _SERVING
             if serving and not named:
                 # A service that scheduler places pod by pod (its own group of one, made for
-                # any owner): not a gang, and its pods move as any service's do.
-                return None
+                # any owner) is no gang by that key; a later rule may still name one (a
+                # LeaderWorkerSet group placed by Volcano or KAI).
+                continue
             return GangMembership(owner, f"{pod.namespace}/{name}", evidence)
     return None
 

@@ -234,10 +234,12 @@ class Controller:
         surges = [done.move for done in outcomes if done.result == "surged"]
         cooldown = policy.cooldown.per_workload_seconds
         after = remember(outcome.state, acted, policy, now).record_moves(surges, now, cooldown)
-        # The surges as they stand once started, and the misses of those that could not start.
-        self.state.save(
-            after.model_copy(update={"surges": started.surges, "misses": started.misses})
-        )
+        # The surges as they stand once started, and the misses and back-off of those that
+        # could not start.
+        backed_off = {m.workload for m in surged if m.workload in started.last_moved}
+        last_moved = {**after.last_moved, **{w: started.last_moved[w] for w in backed_off}}
+        update = {"surges": started.surges, "misses": started.misses, "last_moved": last_moved}
+        self.state.save(after.model_copy(update=update))
         return outcomes
 
     def advance_surges(self) -> int:

@@ -19,7 +19,12 @@ from rebalancer.clients.surge import NotMadeError, SurgeClient, SurgeError
 from rebalancer.config.sections import Surge
 from rebalancer.errors import SourceUnavailableError
 from rebalancer.planning.state import PlannerState
-from rebalancer.planning.surge import NewPod, SurgeRecord, next_step, surge_record
+from rebalancer.planning.surge import (
+    SCALED_DOWN_GRACE_SECONDS,
+    SurgeRecord,
+    next_step,
+    surge_record,
+)
 from rebalancer.planning.types import Move
 
 SurgeResult = Literal["started", "would-surge", "completed", "reverted", "abandoned", "failed"]
@@ -137,6 +142,8 @@ class Surges:
         step, why = next_step(record, seen, now, inherited=record.leader != self.process)
         if step == "switch" and not self.finishing:
             step, why = "revert", "the policy no longer moves Deployments by surge"
+        if step == "switch" and now > record.deadline + SCALED_DOWN_GRACE_SECONDS:
+            step, why = "revert", "not finished in time"  # a call that kept failing
         if step == "wait":
             return state
         if step == "switch":
@@ -151,13 +158,14 @@ class Surges:
             self.store.save(state)
             return state
         if step == "done":
-            self.client.withdraw_hint(record, now)  # had the webhook missed the new pod
+            if now <= record.deadline:  # had the webhook missed the new pod; after, it expired
+                self.client.withdraw_hint(record, now)
             state = state.surge_ended(record, landed=True, now=now)
             self.store.save(state)
             self.client.event(record, COMPLETED, f"{why} ({_domain(record)})")
             self.count("completed")
             return state
-        return self._undo(record, state, step, why, seen.new_pods)
+        return self._undo(record, state, step, why)
 
     def _undo(
         self,
@@ -165,29 +173,39 @@ class Surges:
         state: PlannerState,
         step: Literal["revert", "abandon"],
         why: str,
-        new_pods: tuple[NewPod, ...] = (),
     ) -> PlannerState:
         """Back to where the surge began: the old pod's own deletion cost back first, then (for
-        `revert`) the new pods marked to go and the scale back, then the hint withdrawn; the
-        workload backs off. A call that fails leaves the record for the next cycle, except a
-        scale that is someone else's now, which is left alone."""
+        `revert`) the scale back, then the hint withdrawn; the workload backs off. A call that
+        fails leaves the record for the next cycle, except a scale that is someone else's now,
+        which is left alone. Long past its deadline, the cost and the hint no longer hold up
+        the scale back: the scale is what must not stay."""
         now = self.clock()
+        overdue = now > record.deadline + SCALED_DOWN_GRACE_SECONDS
         with contextlib.suppress(NotMadeError):  # the old pod is gone: nothing to put back
-            self.client.unmark_old_pod(record)
+            self._best_effort(overdue, lambda: self.client.unmark_old_pod(record))
         if step == "revert":
-            for pod in new_pods:
-                with contextlib.suppress(NotMadeError):
-                    self.client.mark_new_pod(record, pod)
             try:
                 self.client.scale_back(record)
             except NotMadeError as error:
                 step, why = "abandon", f"{why}; {error}"
-        self.client.withdraw_hint(record, now)
+        if now <= record.deadline:  # after it, the hint has expired anyway
+            self._best_effort(overdue, lambda: self.client.withdraw_hint(record, now))
         state = state.surge_ended(record, landed=False, now=now)
         self.store.save(state)
         self.client.event(record, REVERTED, f"undone: {why}", warning=True)
         self.count("reverted" if step == "revert" else "abandoned")
         return state
+
+    @staticmethod
+    def _best_effort(overdue: bool, call: Callable[[], None]) -> None:
+        try:
+            call()
+        except NotMadeError:
+            raise
+        except SurgeError as error:
+            if not overdue:
+                raise
+            _log.warning("undoing an overdue surge regardless: %s", error)
 
 
 def _domain(record: SurgeRecord) -> str:

@@ -178,6 +178,8 @@ class _Acting:
     now: float
     evicted: list[Acted] = field(default_factory=list)
     surged: list[Move] = field(default_factory=list)
+    undone: list[str] = field(default_factory=list)
+    """Workloads whose surge was undone, which back off as the controller's do."""
     moved: list[str] = field(default_factory=list)
     landed: int = 0
     refused: int = 0
@@ -205,6 +207,7 @@ class _Acting:
             self.moved.append(workload.key)
         else:
             cluster.remove(new.key)
+            self.undone.append(workload.key)
 
     def _evict(self, move: Move, workload: WorkloadSpec, old: Pod) -> None:
         cluster, migrate = self.cluster, self.policy.migrate
@@ -286,6 +289,8 @@ def simulate(
         state = remember(outcome.state, evicted, policy, now).record_moves(
             surged, now, policy.cooldown.per_workload_seconds
         )
+        for workload in acting_now.undone:
+            state = state.surge_result(f"Deployment/{workload}", landed=False, now=now)
         counts = (len(evicted) + len(surged), acting_now.landed, acting_now.refused)
         moved = acting_now.moved
         rows.append(
