@@ -159,6 +159,8 @@ class ReadyWatcher:
     """Deployment (namespace/name) -> samples with fewer Ready pods than its replicas."""
     least: dict[str, int] = field(default_factory=dict)
     """Deployment -> the fewest Ready pods any sample saw."""
+    most: dict[str, int] = field(default_factory=dict)
+    """Deployment -> the most Ready pods any sample saw (a surge's overlap shows here)."""
     relists: int = 0
     """Times the watch ended in an error and the pods were listed again."""
     _ready: dict[str, str] = field(default_factory=dict)
@@ -257,5 +259,6 @@ class ReadyWatcher:
                 self.samples += 1
                 for key, count in counts.items():
                     self.least[key] = min(self.least.get(key, count), count)
+                    self.most[key] = max(self.most.get(key, count), count)
                     if count < desired[key]:
                         self.below[key] = self.below.get(key, 0) + 1

@@ -7,7 +7,6 @@ within its first cycle, with no Deployment scaled up and no deletion cost or hin
 from __future__ import annotations
 
 import datetime
-import threading
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -17,6 +16,7 @@ from kubernetes import client
 from prometheus_client import CollectorRegistry
 
 from harness.cluster import LocalCluster, is_ready
+from harness.invariants import ReadyWatcher
 from harness.live import live_scenario
 from harness.process import free_port, wait_until
 from harness.prometheus import PrometheusServer
@@ -180,16 +180,7 @@ def test_a_surge_moves_a_single_replica_without_a_moment_below_desired(
     namespace = NAMESPACES[0]
     [old] = [p for p in _cache_pods(cluster, namespace) if is_ready(p)]
     assert _zone_of(cluster, old) == "zone-a"
-    samples: list[int] = []
-    stop = threading.Event()
-
-    def watch() -> None:
-        while not stop.is_set():
-            samples.append(_serving(cluster, namespace))
-            time.sleep(0.05)
-
-    watcher = threading.Thread(target=watch, daemon=True)
-    watcher.start()
+    watcher = ReadyWatcher(SCENARIO, cluster.api_client()).start()
     controller = _controller(cluster, webhook, prometheus, namespace)
     try:
         report = controller.run_cycle()
@@ -204,15 +195,17 @@ def test_a_surge_moves_a_single_replica_without_a_moment_below_desired(
         assert controller.metrics.surges.labels("completed")._value.get() == 1
         wait_until(lambda: len(_cache_pods(cluster, namespace)) == 1, 30, "the old pod gone")
     finally:
-        stop.set()
-        watcher.join(timeout=5)
+        watcher.stop()
     [new] = _cache_pods(cluster, namespace)
     assert new["metadata"]["uid"] != old["metadata"]["uid"]
     assert _zone_of(cluster, new) == "zone-b"
     assert _replicas(cluster, namespace) == 1
-    # the desired count at every sample (a list call each 50 ms, so a few per second here),
-    # and both pods serving while the new one was Ready and the old one not yet gone
-    assert min(samples) >= 1 and max(samples) == 2, samples
+    # the desired count at every 50 ms sample of a pod watch, and both pods serving while the
+    # new one was Ready and the old one not yet gone
+    cache = f"{namespace}/cache"
+    samples, below, least, _relists = watcher.figures()
+    assert samples > 0 and below.get(cache, 0) == 0 and least[cache] == 1
+    assert watcher.most[cache] == 2
     assert controller.state.load().surges == []
     _nothing_left_behind(cluster, webhook, namespace)
     core = client.CoreV1Api(cluster.api_client())
