@@ -207,10 +207,12 @@ class Controller:
         executor = EvictionExecutor(self.api, self.recorder, dry_run=dry_run, steering=steering)
         outcomes = executor.execute(evictions, still_allowed=self._may_act)
         # Each surge's steps are saved as they are made, on a state that keeps every move's
-        # cooldown as the first save did.
-        started = outcome.state.record_moves(
-            outcome.plan.moves, now, policy.cooldown.per_workload_seconds
-        )
+        # cooldown as the first save did (a dry run saves none).
+        started = outcome.state
+        if not dry_run:
+            started = started.record_moves(
+                outcome.plan.moves, now, policy.cooldown.per_workload_seconds
+            )
         started, surge_outcomes = self._surges(policy, dry_run=dry_run).start(surged, started)
         outcomes += surge_outcomes
         for done in outcomes:

@@ -177,8 +177,8 @@ class Surges:
         """Back to where the surge began: the old pod's own deletion cost back first, then (for
         `revert`) the scale back, then the hint withdrawn; the workload backs off. A call that
         fails leaves the record for the next cycle, except a scale that is someone else's now,
-        which is left alone. Long past its deadline, the cost and the hint no longer hold up
-        the scale back: the scale is what must not stay."""
+        which is left alone. Long past its deadline, the old pod's cost no longer holds up the
+        scale back (the scale is what must not stay), and the hint, expired, is left."""
         now = self.clock()
         overdue = now > record.deadline + SCALED_DOWN_GRACE_SECONDS
         with contextlib.suppress(NotMadeError):  # the old pod is gone: nothing to put back
@@ -189,7 +189,7 @@ class Surges:
             except NotMadeError as error:
                 step, why = "abandon", f"{why}; {error}"
         if now <= record.deadline:  # after it, the hint has expired anyway
-            self._best_effort(overdue, lambda: self.client.withdraw_hint(record, now))
+            self.client.withdraw_hint(record, now)
         state = state.surge_ended(record, landed=False, now=now)
         self.store.save(state)
         self.client.event(record, REVERTED, f"undone: {why}", warning=True)
