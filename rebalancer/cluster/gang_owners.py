@@ -5,7 +5,7 @@ a LeaderWorkerSet, Koordinator or the scheduler-plugins Coscheduling plugin is n
 its own: its replacement is held to the gang's domain or re-admitted by that scheduler, so a steered
 replacement stays Pending or fights it, and for most of them losing one member restarts the whole
 job. The keys are the projects' own (Kueue v0.17, Volcano v1.15, KAI-Scheduler v0.12, JobSet
-v0.12, LeaderWorkerSet v0.7, Koordinator v1.8, scheduler-plugins v0.34, Kubernetes 1.36).
+v0.12, LeaderWorkerSet v0.7, Koordinator v1.8, scheduler-plugins v0.34, Kubernetes 1.35-1.36).
 """
 
 from __future__ import annotations
@@ -54,7 +54,8 @@ class GangMembership:
 
 
 def gang_membership(pod: Pod) -> GangMembership | None:
-    """The gang scheduler that owns the pod's placement, or None; the first rule that matches."""
+    """The gang scheduler that owns the pod's placement, or None: the first rule that matches,
+    skipping, on a service's pods, a match by a key that names no gang."""
     if (
         not pod.pod_group
         and pod.scheduler_name not in _SCHEDULERS
