@@ -174,9 +174,7 @@ class Trial:
     def _settle_surges(self) -> None:
         """Take the surges this cycle started to their end, between cycles, as a controller
         cycling every few seconds would; nothing new is planned meanwhile."""
-        deadline = time.monotonic() + SETTLE_SECONDS
-        while self.controller.advance_surges() and time.monotonic() < deadline:
-            time.sleep(0.25)
+        self.controller.settle_surges(SETTLE_SECONDS, 0.25)
 
     def _ready_pods(self) -> dict[str, _PodSeen]:
         core = client.CoreV1Api(self.cluster.api_client())

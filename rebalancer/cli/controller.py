@@ -8,7 +8,6 @@ import logging
 import signal
 import sys
 import threading
-import time
 
 from prometheus_client import CollectorRegistry
 
@@ -43,10 +42,8 @@ def settle_surges(controller: Controller, policy: Policy) -> None:
     """A single cycle finishes the surges it started, or undoes them at their timeout, before
     the process ends: no Deployment is left scaled up until some later run."""
     timeout = policy.migrate.surge.ready_timeout_seconds + SCALED_DOWN_GRACE_SECONDS
-    deadline = time.monotonic() + timeout + SURGE_POLL_SECONDS
     try:
-        while controller.advance_surges() and time.monotonic() < deadline:
-            time.sleep(SURGE_POLL_SECONDS)
+        controller.settle_surges(timeout + SURGE_POLL_SECONDS, SURGE_POLL_SECONDS)
     except SourceUnavailableError as error:  # the cycle's own error says it already
         logging.getLogger(__name__).warning("surges not settled: %s", error)
 

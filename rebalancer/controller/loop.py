@@ -244,11 +244,17 @@ class Controller:
         self.state.save(after.model_copy(update=update))
         return outcomes
 
-    def advance_surges(self) -> int:
-        """Take each surge under way one step further now, between cycles; how many remain.
-        For a caller that waits on surges (a benchmark) without planning more."""
+    def settle_surges(self, timeout: float, poll_seconds: float) -> int:
+        """Take the surges under way step by step, between cycles and planning nothing more,
+        until none remain or `timeout` has passed; how many remain. For `run --once`, which
+        must not leave a Deployment scaled up, and for a benchmark that waits on them."""
         policy, _reload = self.policies.current()
-        return len(self._advance_surges(policy, self.state.load()).surges)
+        deadline = time.monotonic() + timeout
+        while True:
+            left = len(self._advance_surges(policy, self.state.load()).surges)
+            if not left or time.monotonic() >= deadline:
+                return left
+            time.sleep(poll_seconds)
 
     def _advance_surges(self, policy: Policy, state: PlannerState) -> PlannerState:
         if not state.surges or not self._may_act():

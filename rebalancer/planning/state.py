@@ -106,10 +106,8 @@ class PlannerState(BaseModel):
     def surge_result(self, workload: str, *, landed: bool, now: float) -> PlannerState:
         """A miss backs the workload off from now (a surge that did not even start too)."""
         misses, last_moved = dict(self.misses), dict(self.last_moved)
-        if landed:
-            misses.pop(workload, None)
-        else:
-            misses[workload] = misses.get(workload, 0) + 1
+        _count_landing(misses, workload, landed)
+        if not landed:
             last_moved[workload] = now
         return self.model_copy(update={"misses": misses, "last_moved": last_moved})
 
@@ -122,11 +120,7 @@ class PlannerState(BaseModel):
     def with_landings(self, judged: Iterable[Judged], pending: list[Landing]) -> PlannerState:
         misses = dict(self.misses)
         for item in judged:
-            workload = item.landing.hint.workload
-            if item.result == "landed-in-target":
-                misses.pop(workload, None)
-            else:
-                misses[workload] = misses.get(workload, 0) + 1
+            _count_landing(misses, item.landing.hint.workload, item.result == "landed-in-target")
         return self.model_copy(update={"landings": pending, "misses": misses})
 
     def awaiting(self, landings: Iterable[Landing]) -> PlannerState:
@@ -158,6 +152,14 @@ class PlannerState(BaseModel):
         return self.model_copy(
             update={"last_moved": last_moved, "recent_moves": recent, "spread_before": spread}
         )
+
+
+def _count_landing(misses: dict[str, int], workload: str, landed: bool) -> None:
+    """A landing in the target clears the workload's misses in a row; anything else adds one."""
+    if landed:
+        misses.pop(workload, None)
+    else:
+        misses[workload] = misses.get(workload, 0) + 1
 
 
 def remembered(move: Move, at: float) -> RecentMove:
