@@ -134,16 +134,17 @@ class ClusterTraffic:
     def __init__(self, scenario: Scenario, api: client.ApiClient) -> None:
         self.scenario = scenario
         self.core = client.CoreV1Api(api)
-        self.node_labels: dict[str, dict[str, str]] = {}
-        self.pod_nodes: dict[str, str] = {}
 
-    def placed_pods(self) -> list[PlacedPod]:
+    def placed_pods(self) -> tuple[list[PlacedPod], dict[str, dict[str, str]]]:
+        """The running pods of the scenario, and every node's labels, read together. Kept by
+        no one: the scrape thread reads them after every scrape while a trial reads them for
+        its figures, and a copy shared between the two would change under either."""
         workloads = {(w.namespace, w.name): w.key for w in self.scenario.workloads}
-        self.node_labels = {
+        node_labels = {
             node["metadata"]["name"]: node["metadata"].get("labels") or {}
             for node in list_raw("Node", self.core.list_node)
         }
-        placed, self.pod_nodes = [], {}
+        placed = []
         for pod in list_raw("Pod", self.core.list_pod_for_all_namespaces):
             metadata, node_name = pod["metadata"], pod["spec"].get("nodeName")
             app = (metadata.get("labels") or {}).get("app", "")
@@ -153,11 +154,10 @@ class ClusterTraffic:
             if workload is None or not running or not node_name:
                 continue
             key = f"{metadata['namespace']}/{metadata['name']}"
-            self.pod_nodes[key] = node_name
-            zone = self.node_labels.get(node_name, {}).get(LEVEL_LABELS["zone"])
+            zone = node_labels.get(node_name, {}).get(LEVEL_LABELS["zone"])
             rank = rank_of(metadata.get("annotations") or {})
             placed.append(PlacedPod(key, workload, zone, rank, node_name))
-        return placed
+        return placed, node_labels
 
     def distributions(self) -> dict[str, str | None]:
         """Each scenario Service's trafficDistribution as the API server has it now, so calls
@@ -172,15 +172,17 @@ class ClusterTraffic:
         return found
 
     def rates(self) -> dict[Pair, float]:
-        return pair_rates(self.scenario, self.placed_pods(), self.distributions())
+        placed, _node_labels = self.placed_pods()
+        return pair_rates(self.scenario, placed, self.distributions())
 
     def true_crossing(self) -> dict[str, float]:
         """The true rate crossing each level (zone, rack, host) for the pods running now."""
-        rates = self.rates()
+        placed, node_labels = self.placed_pods()
+        rates = pair_rates(self.scenario, placed, self.distributions())
+        labels_of = {pod.key: node_labels.get(pod.node or "", {}) for pod in placed}
         crossing: dict[str, float] = dict.fromkeys(LEVEL_LABELS, 0.0)
         for (source, destination), rate in rates.items():
-            here = self.node_labels.get(self.pod_nodes[source], {})
-            there = self.node_labels.get(self.pod_nodes[destination], {})
+            here, there = labels_of[source], labels_of[destination]
             differs = False
             for level, label in LEVEL_LABELS.items():
                 differs = differs or here.get(label) != there.get(label)
