@@ -361,7 +361,7 @@ def test_any_quantity_is_a_finite_count_or_one_line_naming_the_object(
 class EveryOwnerHinted:
     """A hint for any owner, so a review that gets that far is patched: the deepest path."""
 
-    def take(self, owner: tuple[str, str, str], now: float) -> Hint | None:
+    def take(self, owner: tuple[str, str, str], now: float, rank: str | None = None) -> Hint | None:
         return zone_hint(owner, "a", now, required=True)
 
 

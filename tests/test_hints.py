@@ -74,9 +74,11 @@ def test_a_required_hint_is_added_to_every_required_term() -> None:
 class FakeStore(HintStore):
     def __init__(self, found: Hint | None = None, broken: bool = False) -> None:
         self.found, self.broken, self.asked = found, broken, []  # type: ignore[var-annotated]
+        self.ranks: list[str | None] = []
 
-    def take(self, owner: tuple[str, str, str], now: float) -> Hint | None:
+    def take(self, owner: tuple[str, str, str], now: float, rank: str | None = None) -> Hint | None:
         self.asked.append(owner)
+        self.ranks.append(rank)
         if self.broken:
             raise SourceUnavailableError("hints ConfigMap: HTTP 500")
         return self.found
@@ -108,6 +110,16 @@ def test_a_pod_of_a_hinted_controller_is_patched_and_the_hint_consumed() -> None
     patch = json.loads(base64.b64decode(response["patch"]))
     assert patch[0]["value"]["nodeAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"]
     assert store.asked == [("shop", "ReplicaSet", "web-5d8c7")]
+
+
+def test_a_new_rank_of_a_job_asks_for_its_own_rank_s_hint() -> None:
+    store = FakeStore(found=hint())
+    ranked = review()
+    metadata = ranked["request"]["object"]["metadata"]
+    metadata["annotations"] = {"batch.kubernetes.io/job-completion-index": "3"}
+    review_response(ranked, store, lambda: 50.0)
+    review_response(review(), store, lambda: 50.0)
+    assert store.ranks == ["3", None]
 
 
 @pytest.mark.parametrize(

@@ -6,7 +6,7 @@ import pytest
 
 from harness import builders as b
 from rebalancer.cluster.model import Snapshot
-from rebalancer.planning.landing import Hint, Landing, judge
+from rebalancer.planning.landing import Hint, Landing, hint_for, judge, rank_of
 from rebalancer.planning.state import PlannerState
 from tests.conftest import chatty_objects, chatty_rates, make_policy, plan_once, snapshot_of
 
@@ -109,3 +109,70 @@ def test_misses_back_a_workload_off_doubling_each_time() -> None:
         plan, _view = plan_once(policy, snapshot_of(objects), chatty_rates(objects), state, now)
         assert bool(plan.moves) is moves, misses
         assert {s.reason for s in plan.skipped if s.category == "cooldown"} == reasons
+
+
+def _ranked(rank: str | None, zone: str = "b") -> Hint:
+    return landing().hint.model_copy(update={"rank": rank, "domain": {b.ZONE_LABEL: zone}})
+
+
+def test_a_ranked_hint_steers_only_the_replacement_of_its_rank() -> None:
+    owner = ("default", "ReplicaSet", "web-rs")
+    for_1, for_2, any_pod = _ranked("1"), _ranked("2"), _ranked(None)
+    assert hint_for([for_1, for_2], owner, "2") is for_2
+    assert hint_for([for_1, for_2], owner, None) is None  # an unranked pod takes no rank's
+    assert hint_for([for_1, any_pod], owner, "3") is any_pod
+    assert hint_for([for_1], ("default", "ReplicaSet", "other"), "1") is None
+
+
+@pytest.mark.parametrize(
+    ("labels", "annotations", "rank"),
+    [
+        ({}, {"batch.kubernetes.io/job-completion-index": "3"}, "3"),
+        ({"batch.kubernetes.io/job-completion-index": "3"}, {}, "3"),
+        (
+            {
+                "training.kubeflow.org/replica-type": "worker",
+                "training.kubeflow.org/replica-index": "2",
+            },
+            {},
+            "worker/2",
+        ),
+        ({"training.kubeflow.org/replica-index": "2"}, {}, None),
+        ({}, {}, None),
+    ],
+)
+def test_the_rank_a_replacement_inherits(
+    labels: dict[str, str], annotations: dict[str, str], rank: str | None
+) -> None:
+    assert rank_of(labels, annotations) == rank
+
+
+def test_each_rank_s_landing_is_judged_by_the_replacement_of_that_rank() -> None:
+    """Two ranks of one Job evicted in one cycle to two zones: each landing is judged by the
+    new pod of its own rank, though the other was made first."""
+
+    def ranked_pod(name: str, node: str, rank: str) -> b.Obj:
+        def stamp(pod: b.Obj) -> None:
+            pod["metadata"]["creationTimestamp"] = CREATED_AFTER
+            pod["metadata"]["annotations"] = {"batch.kubernetes.io/job-completion-index": rank}
+
+        return b.pod(name, node, ("ReplicaSet", "web-rs"), mutate=stamp)
+
+    snapshot = snapshot_of(
+        [
+            b.node("n-a", "a"),
+            b.node("n-b", "b"),
+            ranked_pod("aa", "n-b", "2"),
+            ranked_pod("bb", "n-a", "1"),
+        ]
+    )
+    landings = [
+        Landing(hint=_ranked("1", zone="a"), evicted_pod="default/old-1", evicted_at=EVICTED_AT),
+        Landing(hint=_ranked("2", zone="b"), evicted_pod="default/old-2", evicted_at=EVICTED_AT),
+    ]
+    judged, pending = judge(landings, snapshot, EVICTED_AT + 10)
+    assert [(item.pod, item.result) for item in judged] == [
+        ("default/bb", "landed-in-target"),
+        ("default/aa", "landed-in-target"),
+    ]
+    assert pending == []

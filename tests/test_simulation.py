@@ -431,3 +431,25 @@ def test_routing_alone_fixes_spread_services_and_moves_fix_what_it_cannot() -> N
     assert both.cycles[-1].crossing["zone"] < alone.cycles[-1].crossing["zone"]
     assert both.cycles[-1].crossing["zone"] < kept.cycles[-1].crossing["zone"]
     assert sum(both.summary()["violations"].values()) == 0
+
+
+def test_a_training_job_is_restarted_once_and_its_ranks_land_where_planned() -> None:
+    """The 16-rank ring of the suite, split over four racks rank by rank: the built-in policy
+    moves it whole in one cycle (ranks reordered so each rack holds a contiguous run), each
+    replacement lands in its own rank's target, and the job is not restarted again."""
+    result = simulate(
+        load_scenario(SCENARIOS / "ring-allreduce.yaml"),
+        parse_policy(DEFAULT_POLICY, "built-in"),
+        cycles=20,
+        mode="migrate",
+        seed=0,
+    )
+    job = "team-llm/llama2-7b-ddp"
+    restarts = [row.cycle for row in result.cycles if job in row.moved]
+    assert len(restarts) == 1
+    moves = [move for move, _at in result.moves]
+    assert len(moves) > 1 and {move.job for move in moves} == {job}
+    summary = result.summary()
+    assert summary["landed_in_target"] == summary["moves"]
+    before, after = summary["weighted_cost_before"], summary["weighted_cost_after"]
+    assert after < 0.55 * before

@@ -45,7 +45,7 @@ class NoHints(HintStore):
     def __init__(self) -> None:
         self.asked = 0
 
-    def take(self, owner: tuple[str, str, str], now: float) -> Hint | None:
+    def take(self, owner: tuple[str, str, str], now: float, rank: str | None = None) -> Hint | None:
         self.asked += 1
         return None
 
@@ -130,7 +130,7 @@ class EveryOtherOwnerHinted(HintStore):
         self.lock = threading.Lock()
         self.hinted: set[str] = set()
 
-    def take(self, owner: tuple[str, str, str], now: float) -> Hint | None:
+    def take(self, owner: tuple[str, str, str], now: float, rank: str | None = None) -> Hint | None:
         if int(owner[2].rsplit("-", 1)[1]) % 2:
             return None
         with self.lock:
@@ -173,7 +173,7 @@ class BrokenHints(HintStore):
     def __init__(self) -> None:
         """No API client: take() fails before any would be used."""
 
-    def take(self, owner: tuple[str, str, str], now: float) -> Hint | None:
+    def take(self, owner: tuple[str, str, str], now: float, rank: str | None = None) -> Hint | None:
         raise RuntimeError("a fault nobody foresaw")
 
 

@@ -95,16 +95,41 @@ class EvictionExecutor:
     def execute(
         self, moves: tuple[Move, ...], still_allowed: Callable[[], bool] = lambda: True
     ) -> list[Outcome]:
-        """Evict in order; stop at once when `still_allowed` turns false (leadership lost)."""
+        """Evict in order; stop at once when `still_allowed` turns false (leadership lost). A
+        job's moves are all checked again before its first is sent, and none is sent if one
+        no longer holds: a job moved in part restarts for less than it was planned for."""
         outcomes: list[Outcome] = []
+        held: dict[str, str | None] = {}
         for move in moves:
             if not still_allowed():
                 _log.warning(
                     "no longer allowed to act: %d moves not sent", len(moves) - len(outcomes)
                 )
                 break
+            if move.job is not None and move.job not in held:
+                held[move.job] = self._job_outdated([m for m in moves if m.job == move.job])
+            reason = held.get(move.job) if move.job is not None else None
+            if reason is not None:
+                namespace, name = move.pod.split("/", 1)
+                message = f"job {move.job} not moved: {reason}"
+                self.recorder.record(
+                    "Pod",
+                    namespace,
+                    name,
+                    reason="EvictionCancelled",
+                    message=f"{message}; not sent",
+                )
+                outcomes.append(Outcome(move, "cancelled", message))
+                continue
             outcomes.append(self._evict(move))
         return outcomes
+
+    def _job_outdated(self, moves: list[Move]) -> str | None:
+        for move in moves:
+            outdated = self._outdated(move)
+            if outdated is not None:
+                return f"{move.pod}: {outdated}"
+        return None
 
     def _evict(self, move: Move) -> Outcome:
         namespace, name = move.pod.split("/", 1)
@@ -236,6 +261,6 @@ class EvictionExecutor:
         """No eviction, no replacement: the hint must not steer some later pod instead."""
         if hint is not None and self.steering is not None:
             try:
-                self.steering.hints.take(hint.owner, self.steering.clock())
+                self.steering.hints.take(hint.owner, self.steering.clock(), hint.rank)
             except SourceUnavailableError as error:
                 _log.warning("hint of %s not withdrawn (it expires anyway): %s", hint.owner, error)

@@ -16,7 +16,7 @@ from pydantic import BaseModel, ValidationError
 from rebalancer.clients.configmaps import DataStore, Stored
 from rebalancer.clients.kube_api import ApiClient
 from rebalancer.errors import SourceUnavailableError
-from rebalancer.planning.landing import Hint
+from rebalancer.planning.landing import Hint, hint_for
 
 HINTS_KEY = "hints.json"
 HINT_CALL_SECONDS = 1.0
@@ -70,12 +70,13 @@ class HintStore:
     def add(self, hint: Hint, now: float) -> None:
         self._update(lambda hints: ([*(h for h in hints if h.expires > now), hint], None))
 
-    def take(self, owner: tuple[str, str, str], now: float) -> Hint | None:
-        """The oldest live hint for this controller, removed so it steers exactly one pod."""
+    def take(self, owner: tuple[str, str, str], now: float, rank: str | None = None) -> Hint | None:
+        """The oldest live hint for this controller that may steer a pod of this rank (a hint
+        with a rank steers only that rank), removed so it steers exactly one pod."""
 
         def consume(hints: list[Hint]) -> tuple[list[Hint], Hint | None]:
             live = [h for h in hints if h.expires > now]
-            match = next((h for h in live if h.owner == owner), None)
+            match = hint_for(live, owner, rank)
             if match is not None:
                 live.remove(match)
             return live, match

@@ -19,6 +19,7 @@ from pydantic import (
 from rebalancer.config.sections import (
     Cooldown,
     CrossZonePrice,
+    Jobs,
     Limits,
     Migrate,
     Persistence,
@@ -71,6 +72,8 @@ class Policy(Strict):
     """How long a move must keep being proposed before it is made."""
     migrate: Migrate = Migrate()
     """How migrate mode steers replacements."""
+    jobs: Jobs = Jobs()
+    """Non-elastic training jobs: moved whole, and only when a restart pays."""
     price: CrossZonePrice = CrossZonePrice()
     """The price of cross-zone traffic, for the cost figures."""
     routing: Routing = Routing()

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from rebalancer.cluster.topology import Topology
 from rebalancer.config.policy import Policy
-from rebalancer.config.sections import Limits, Protections, Scope, Surge, Thresholds
+from rebalancer.config.sections import Jobs, Limits, Protections, Scope, Surge, Thresholds
 from rebalancer.cost.figures import Price
 
 
@@ -35,6 +35,7 @@ class PlanningRules:
     spread_level: int
     """The level `protections.min_spread` counts domains at."""
     price: Price
+    jobs: Jobs
     surge: Surge | None = None
     """Set when Deployments are moved make-before-break: `migrate.method: surge`, in migrate
     mode or previewed in a dry run."""
@@ -50,6 +51,7 @@ class PlanningRules:
             zone_level=topology.level_index(policy.topology.zone_level),
             spread_level=topology.level_index(policy.protections.min_spread.level),
             price=price_of(policy, topology),
+            jobs=policy.jobs,
             surge=(
                 policy.migrate.surge
                 if policy.migrate.method == "surge" and policy.mode != "evict"

@@ -59,6 +59,22 @@ class Budget:
         for scope, value in scopes.items():
             self.used[(scope, value)] += 1
 
+    def refusal_once(self, scopes: Iterable[tuple[str, str]]) -> str | None:
+        """`refusal` for one disruption that touches all these scopes: a job moved whole."""
+        if self.exhausted():
+            return f"per-cycle limit {self.limits.per_cycle} reached"
+        for scope, value in scopes:
+            message = self.refusal({scope: value})
+            if message is not None:
+                return message
+        return None
+
+    def spend_once(self, scopes: Iterable[tuple[str, str]]) -> None:
+        """One disruption, counted once at each scope it touches."""
+        self.total += 1
+        for key in scopes:
+            self.used[key] += 1
+
 
 def zone_names(
     topology: Topology, level: int, locations: Iterable[Location]

@@ -27,6 +27,7 @@ from rebalancer.cost.model import CostModel
 from rebalancer.cost.pod_pairs import PodCostModel
 from rebalancer.cost.routing import RoutingAdvice, ServiceCalls, advise, changes, rerouted
 from rebalancer.cost.workload_pairs import WorkloadCostModel
+from rebalancer.planning.jobs import Job, whole_jobs
 from rebalancer.planning.landing import Hint, Judged, Landing, expected_landing, judge
 from rebalancer.planning.owned_gangs import OwnedGang, owned_gangs
 from rebalancer.planning.planner import plan
@@ -143,9 +144,14 @@ def plan_cycle(
         planned = rerouted(calls, assumed)
     view = build_view(policy, snapshot, planned, topology)
     candidates = propose(policy, view)
+    jobs: dict[str, Job] = {}
+    if policy.jobs.whole:
+        candidates, jobs = whole_jobs(view, candidates, rules, state.last_moved, now)
     observed = state.observe(candidates)
     required = policy.persistence.cycles if persistence_required is None else persistence_required
-    result = plan(view, candidates, rules, observed, now=now, persistence_required=required)
+    result = plan(
+        view, candidates, rules, observed, now=now, persistence_required=required, jobs=jobs
+    )
     gangs = tuple(owned_gangs(view, gang_level(policy, topology)))
     today = None
     if planned is not traffic:

@@ -11,13 +11,30 @@ whose replacements keep landing elsewhere backs off, since moving it again would
 from __future__ import annotations
 
 import datetime
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from rebalancer.cluster.model import Pod, Snapshot
 from rebalancer.planning.types import Move
+
+COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"
+KUBEFLOW_REPLICA_TYPE = "training.kubeflow.org/replica-type"
+KUBEFLOW_REPLICA_INDEX = "training.kubeflow.org/replica-index"
+
+
+def rank_of(labels: Mapping[str, Any], annotations: Mapping[str, Any]) -> str | None:
+    """The pod's fixed place in its job, which its replacement carries too: an indexed Job's
+    completion index, a Kubeflow job's replica type and index. None for interchangeable pods."""
+    index = annotations.get(COMPLETION_INDEX) or labels.get(COMPLETION_INDEX)
+    if isinstance(index, str) and index:
+        return index
+    kind, number = labels.get(KUBEFLOW_REPLICA_TYPE), labels.get(KUBEFLOW_REPLICA_INDEX)
+    if isinstance(kind, str) and isinstance(number, str) and kind and number:
+        return f"{kind}/{number}"
+    return None
 
 
 class Hint(BaseModel):
@@ -34,10 +51,20 @@ class Hint(BaseModel):
     weight: Annotated[int, Field(ge=1, le=100)] = 100
     expires: float
     """Unix seconds; after this the hint is dropped unused."""
+    rank: str | None = None
+    """The evicted pod's rank (`rank_of`): the hint steers only the replacement of that rank,
+    so a job whose ranks move to different racks gets each where the plan put it."""
 
     @property
     def owner(self) -> tuple[str, str, str]:
         return (self.namespace, self.owner_kind, self.owner_name)
+
+
+def hint_for(hints: list[Hint], owner: tuple[str, str, str], rank: str | None) -> Hint | None:
+    """The first of these hints that steers a new pod of this controller and rank: one with
+    the pod's rank, or one for any pod of the controller. A ranked hint never steers another
+    rank, or an unranked pod."""
+    return next((h for h in hints if h.owner == owner and h.rank in (None, rank)), None)
 
 
 LandingResult = Literal["landed-in-target", "landed-elsewhere", "not-scheduled"]
@@ -56,6 +83,7 @@ def expected_landing(move: Move, *, required: bool, weight: int, expires: float)
         required=required,
         weight=weight,
         expires=expires,
+        rank=move.rank,
     )
 
 
@@ -95,6 +123,7 @@ def _made_since(pod: Pod | None, landing: Landing, claimed: set[str]) -> bool:
         and pod.controller_name == hint.owner_name
         and pod.key not in claimed
         and _created(pod.created) >= int(landing.evicted_at)
+        and (hint.rank is None or rank_of(pod.labels, pod.annotations) == hint.rank)
     )
 
 

@@ -25,6 +25,8 @@ from rebalancer.cluster.topology import SHARED, Domain, Location, Topology
 from rebalancer.config.resolved import PlanningRules
 from rebalancer.cost.model import CostModel, Worth
 from rebalancer.planning.budget import Budget, every_zone, zone_names
+from rebalancer.planning.jobs import Job, job_refusal
+from rebalancer.planning.landing import rank_of
 from rebalancer.planning.nodes import NodeOrder, NoFit
 from rebalancer.planning.prejudged import Prejudged
 from rebalancer.planning.protections import (
@@ -69,6 +71,8 @@ class _Cycle:
     a client and its server that each move toward the other would cross and stay split."""
     surging: frozenset[str] = frozenset()
     """Workloads with a surge under way (from the state): not moved again until it ends."""
+    jobs: Mapping[str, Job] = field(default_factory=dict)
+    """The non-elastic jobs whose candidates were merged, by key."""
     settling: dict[WorkloadRef, str | None] = field(default_factory=dict)
     """Each workload's `unsettled_reason`, worked out when a pod of it is first judged: with the
     default limits a cycle judges a few dozen candidates, so counting every pod's workload up
@@ -106,7 +110,9 @@ class _Cycle:
             settling = self.settling_reason(pod.workload)
             if settling is not None:
                 return "settling", f"workload still settling: {settling}"
-            held = self.cooldown_refusal(str(pod.workload), pod.key, target)
+            held = self.cooldown_refusal(
+                str(pod.workload), pod.key, target, this_cycle=candidate.job is None
+            )
             if held is not None:
                 return "cooldown", held
         seen = self.state.streaks.get(streak_key(candidate), 0)
@@ -121,7 +127,8 @@ class _Cycle:
         if gain <= 0 or gain < threshold:
             return "below-threshold", f"gain {gain:.3g} below threshold {threshold:.3g}"
         checks: tuple[tuple[SkipCategory, Callable[[], str | None]], ...] = (
-            ("limit", lambda: self.budget.refusal(self.scopes(pod))),
+            # A job's limits are checked once, for all its pods, in `attempt`.
+            ("limit", lambda: None if candidate.job else self.budget.refusal(self.scopes(pod))),
             ("pdb", lambda: self.pdb_refusal(pod)),
             ("spread", lambda: self.spread_refusal(pod, target)),
         )
@@ -134,9 +141,12 @@ class _Cycle:
                 return "cooldown", f"a peer moved to join it in {joined.name} this cycle"
         return None
 
-    def cooldown_refusal(self, workload: str, pod: str, target: Domain) -> str | None:
+    def cooldown_refusal(
+        self, workload: str, pod: str, target: Domain, *, this_cycle: bool = True
+    ) -> str | None:
         """A workload may keep moving the same way, but not undo a recent move, and after missed
-        landings it waits, doubling the wait with each miss in a row."""
+        landings it waits, doubling the wait with each miss in a row. `this_cycle`: this
+        cycle's moves count too; not among a job's own moves, which are planned as one."""
         cooldown = self.rules.cooldown_seconds
         misses = self.state.misses.get(workload, 0)
         last = self.state.last_moved.get(workload)
@@ -148,7 +158,10 @@ class _Cycle:
                     f"backing off {remaining:.0f}s more after {misses} replacement(s) "
                     "missed their target"
                 )
-        recents = [*self.earlier_moves.get(workload, ()), *self.moved_now.get(workload, ())]
+        recents = [
+            *self.earlier_moves.get(workload, ()),
+            *(self.moved_now.get(workload, ()) if this_cycle else ()),
+        ]
         if not recents:
             return None
         topology = self.view.topology
@@ -181,7 +194,8 @@ class _Cycle:
     def accept(
         self, pod: Pod, candidate: Candidate, target: Domain, gain: float, node: str
     ) -> Move:
-        self.budget.spend(self.scopes(pod))
+        if candidate.job is None:  # a job's moves are spent once, in `attempt`
+            self.budget.spend(self.scopes(pod))
         if not surged(pod, self.rules):  # a surge disrupts nothing
             for pdb in self.indexes.pdbs_for(pod):
                 self.pdb_spent[pdb.name] += 1
@@ -190,7 +204,10 @@ class _Cycle:
         topology = self.view.topology
         origin = _describe(topology, self.cost.locations[pod.key])
         self.cost.move(pod.key, target)
+        together = candidate.targets if candidate.companions else {}
         for peer in self.cost.peers.get(pod.key, {}):
+            if peer in together:
+                continue  # moved by the same candidate, which placed the two deliberately
             shared = _shared_domain(self.cost.locations[peer], target)
             if shared is not None:
                 self.anchored.setdefault(peer, []).append(shared)
@@ -213,6 +230,8 @@ class _Cycle:
             uid=pod.uid,
             method="surge" if surged(pod, self.rules) else "evict",
             spread_before=self.floor_baseline(pod),
+            rank=rank_of(pod.labels, pod.annotations),
+            job=candidate.job,
         )
         if move.workload is not None:
             self.moved_now.setdefault(move.workload, []).append(remembered(move, self.now))
@@ -222,7 +241,20 @@ class _Cycle:
         """All of the candidate's moves, or why not. A joint move is tried on a copy of the
         cycle's models and budgets, so a refusal of its last pod undoes nothing by hand."""
         targets = candidate.targets
-        trial = self if len(targets) == 1 else self.trial()
+        scopes: dict[tuple[str, str], None] = {}
+        if candidate.job is not None:
+            refused = self.job_refusal(candidate, worth)
+            if refused is not None:
+                return refused
+            pods = self.view.snapshot.pods
+            scopes = dict.fromkeys(item for p in targets for item in self.scopes(pods[p]).items())
+            over = self.budget.refusal_once(scopes)
+            if over is not None:
+                return "limit", over
+        trial = self if len(targets) == 1 and candidate.job is None else self.trial()
+        if candidate.job is not None:  # all its pods go at once: each leaves room for others
+            for pod_key in targets:
+                trial.occupancy.release(self.view.snapshot.pods[pod_key])
         share = worth.gain / len(targets)  # the moves' gains must add up to the cost they save
         moves = []
         for pod_key, target in targets.items():
@@ -232,6 +264,8 @@ class _Cycle:
                 category, reason = placed
                 return category, reason if pod_key == candidate.pod else f"{pod_key}: {reason}"
             moves.append(trial.accept(pod, candidate, target, share, placed))
+        if scopes:
+            trial.budget.spend_once(scopes)
         if trial is not self:
             self.adopt(trial)
         return moves
@@ -245,6 +279,13 @@ class _Cycle:
             return refusal
         node = self.node_in(pod, target)
         return ("no-fit", node.reason) if isinstance(node, NoFit) else node
+
+    def job_refusal(self, candidate: Candidate, worth: Worth) -> tuple[SkipCategory, str] | None:
+        """A job is restarted at most once in `jobs.min_interval_seconds`, and only when the
+        saving over its remaining run pays for the restart."""
+        assert candidate.job is not None
+        job = self.jobs[candidate.job]
+        return job_refusal(job, worth.gain, self.rules.jobs, self.state.last_moved, self.now)
 
     def trial(self) -> _Cycle:
         occupancy = self.occupancy.copy()
@@ -351,6 +392,7 @@ def plan(
     *,
     now: float,
     persistence_required: int,
+    jobs: Mapping[str, Job] | None = None,
 ) -> Plan:
     """Pick safe moves by largest gain; `state` must already have observed these candidates."""
     snapshot, topology = view.snapshot, view.topology
@@ -379,6 +421,7 @@ def plan(
         indexes=snapshot.indexes(),
         earlier_moves=_by_workload(state.recent_moves),
         surging=frozenset(record.workload for record in state.surges),
+        jobs=jobs or {},
     )
     moves: list[Move] = []
     skipped: dict[str, Skip] = {}

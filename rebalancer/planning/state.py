@@ -170,8 +170,11 @@ def remembered(move: Move, at: float) -> RecentMove:
 
 
 def streak_key(candidate: Candidate) -> str:
-    """One key per proposal; a joint move persists only as the same set of moves. A one-pod
-    candidate skips sorting its one move: a cycle observes tens of thousands of candidates."""
+    """One key per proposal; a joint move persists only as the same set of moves, a job's as
+    long as the job is proposed to move, wherever to. A one-pod candidate skips sorting its one
+    move: a cycle observes tens of thousands of candidates."""
+    if candidate.job is not None:
+        return f"job {candidate.job}"
     if not candidate.companions:
         return _move_key(candidate.pod, candidate.target)
     return "+".join(_move_key(pod, target) for pod, target in sorted(candidate.targets.items()))

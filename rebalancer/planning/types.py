@@ -34,6 +34,10 @@ class Move:
     spread_before: int | None = None
     """How many domains of the HA floor's level the workload spanned before the rebalancer
     first moved it, which the floor keeps while the workload is being moved."""
+    rank: str | None = None
+    """The pod's rank in its job (`landing.rank_of`), which steers its replacement alone."""
+    job: str | None = None
+    """The non-elastic job this move is part of: all its moves are made in one cycle."""
 
 
 SkipCategory = Literal[

@@ -8,6 +8,7 @@ the planner's assumption that flows stay pinned to pods is tested, not taken for
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from rebalancer.cluster.model import Pod, Resources
@@ -185,13 +186,19 @@ class _Acting:
     refused: int = 0
     disrupted: Counter[str] = field(default_factory=Counter)
 
-    def make(self, move: Move) -> None:
-        old = self.cluster.snapshot.pods[move.pod]
-        workload = self.by_key[workload_key(old)]
-        if move.method == "surge":
-            self._surge(move, workload, old)
-        else:
-            self._evict(move, workload, old)
+    def make(self, moves: list[Move]) -> None:
+        """One move, or all the moves of a job: those are evicted first and replaced after, as
+        a job's pods all go at once and its ranks may take each other's room."""
+        evicted = []
+        for move in moves:
+            old = self.cluster.snapshot.pods[move.pod]
+            workload = self.by_key[workload_key(old)]
+            if move.method == "surge":
+                self._surge(move, workload, old)
+            elif self._evicted(workload, move):
+                evicted.append((move, workload, old))
+        for move, workload, old in evicted:
+            self._replace(move, workload, old)
 
     def _surge(self, move: Move, workload: WorkloadSpec, old: Pod) -> None:
         """Make-before-break: the new pod, steered as the required hint steers it, then the old
@@ -209,18 +216,23 @@ class _Acting:
             cluster.remove(new.key)
             self.undone.append(workload.key)
 
-    def _evict(self, move: Move, workload: WorkloadSpec, old: Pod) -> None:
-        cluster, migrate = self.cluster, self.policy.migrate
-        # The Eviction API's check: replacements are not Ready before the next cycle.
+    def _evicted(self, workload: WorkloadSpec, move: Move) -> bool:
+        """The Eviction API's check (replacements are not Ready before the next cycle), then the
+        pod removed."""
+        cluster = self.cluster
         if (
             len(cluster.ready_of(workload)) - self.disrupted[workload.key]
             <= workload.promised_ready
             and workload.pdb is not None
         ):
             self.refused += 1
-            return
+            return False
         self.disrupted[workload.key] += 1
         cluster.remove(move.pod)
+        return True
+
+    def _replace(self, move: Move, workload: WorkloadSpec, old: Pod) -> None:
+        cluster, migrate = self.cluster, self.policy.migrate
         steering = None
         if self.mode == "migrate":
             steering = SimulatedSteering(move.target_labels, migrate.required)
@@ -280,8 +292,8 @@ def simulate(
                 cluster.distributions[advice.service] = advice.recommended
                 rerouted += 1
         acting_now = _Acting(cluster, acting, mode, by_key, now)
-        for move in outcome.plan.moves if moves else ():
-            acting_now.make(move)
+        for batch in _batches(outcome.plan.moves if moves else ()):
+            acting_now.make(batch)
         evicted, surged = acting_now.evicted, acting_now.surged
         history += [(item.move, now) for item in evicted] + [(move, now) for move in surged]
         # Judged by the next cycle's judge_landings, as the controller judges them; a surge
@@ -307,6 +319,21 @@ def simulate(
         tuple(history),
         unconstrained,
     )
+
+
+def _batches(moves: Iterable[Move]) -> list[list[Move]]:
+    """The plan's moves in order, a job's together where its first one is."""
+    batches: list[list[Move]] = []
+    jobs: dict[str, list[Move]] = {}
+    for move in moves:
+        if move.job is None:
+            batches.append([move])
+        elif move.job in jobs:
+            jobs[move.job].append(move)
+        else:
+            jobs[move.job] = [move]
+            batches.append(jobs[move.job])
+    return batches
 
 
 def naive_baseline(scenario: Scenario, policy: Policy, *, seed: int) -> SimulationResult:

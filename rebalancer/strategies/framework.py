@@ -51,6 +51,9 @@ class Candidate(msgspec.Struct, frozen=True, gc=False):
     """Pods that must move in the same cycle, each into its domain, for the gain to exist: a
     pair neither of whose domains has room for the other, moved together into a third. The
     planner makes all of these moves or none."""
+    job: str | None = None
+    """Set on the one candidate that moves a non-elastic job (planning/jobs.py): its moves
+    count as one disruption, and the restart must pay (`jobs` in the policy)."""
 
     @property
     def targets(self) -> dict[str, Domain]:

@@ -9,15 +9,16 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from rebalancer.errors import SourceUnavailableError
-from rebalancer.planning.landing import Hint
+from rebalancer.planning.landing import Hint, rank_of
 from rebalancer.webhook.patch import affinity_patch, patchable
 
 _log = logging.getLogger(__name__)
 
 
 class HintTaker(Protocol):
-    def take(self, owner: tuple[str, str, str], now: float) -> Hint | None:
-        """The oldest live hint for this controller, removed so it steers exactly one pod."""
+    def take(self, owner: tuple[str, str, str], now: float, rank: str | None = None) -> Hint | None:
+        """The oldest live hint for this controller that may steer a pod of this rank, removed
+        so it steers exactly one pod."""
 
 
 def review_response(review: Any, hints: HintTaker, now: Callable[[], float]) -> dict[str, Any]:
@@ -55,7 +56,8 @@ def review_response(review: Any, hints: HintTaker, now: Callable[[], float]) -> 
     if not (namespace and kind and name):
         return answer
     try:
-        hint = hints.take((namespace, kind, name), now())
+        rank = rank_of(_mapping(metadata.get("labels")), _mapping(metadata.get("annotations")))
+        hint = hints.take((namespace, kind, name), now(), rank)
     except SourceUnavailableError as error:
         _log.warning("hint lookup failed, pod left as it is: %s", error)
         return answer

@@ -24,8 +24,10 @@ from harness.live import live_scenario
 from harness.process import free_port, wait_until
 from harness.prometheus import PrometheusServer
 from harness.scrape import scrape, total
+from harness.webhook import webhook_configuration
 from rebalancer.clients.events import EventRecorder
 from rebalancer.clients.eviction import EvictionExecutor, Outcome
+from rebalancer.clients.hints import HintStore
 from rebalancer.clients.kube_api import list_raw, read_snapshot
 from rebalancer.clients.stores import ConfigMapState, FixedPolicy
 from rebalancer.config.policy import parse_policy
@@ -33,6 +35,8 @@ from rebalancer.controller.loop import Controller
 from rebalancer.controller.metrics import ControllerMetrics
 from rebalancer.planning.types import Move
 from rebalancer.simulator.scenario import Scenario
+from rebalancer.webhook.server import WebhookServer
+from rebalancer.webhook.serving_keys import shared_serving_keys
 from tests.conftest import LIVE_POLICY_YAML, split_pair_scenario
 
 Execute = Callable[..., list[Outcome]]
@@ -51,6 +55,30 @@ def before_executing(
         return execute(self, moves, *args, **kwargs)
 
     monkeypatch.setattr(EvictionExecutor, "execute", faulty)
+
+
+@contextmanager
+def serving_webhook(
+    cluster: LocalCluster, namespaces: list[str], configuration: str
+) -> Iterator[WebhookServer]:
+    """Our webhook on this machine, registered for `namespaces`, its hints in the first one
+    (one store for the controller and its webhook, as in `rebalancer run`)."""
+    api = cluster.api_client()
+    cluster.ensure_namespace(namespaces[0])
+    keys = shared_serving_keys(
+        api, (namespaces[0], "webhook-keys"), dns_names=[], ip_addresses=["127.0.0.1"]
+    )
+    server = WebhookServer(
+        HintStore(api, namespaces[0], "hints"), keys, port=free_port(), address="127.0.0.1"
+    ).start()
+    url = f"https://127.0.0.1:{server.port}/mutate"
+    cluster.apply([webhook_configuration(configuration, url, namespaces)])
+    server.publish_ca(api, configuration)
+    try:
+        yield server
+    finally:
+        client.AdmissionregistrationV1Api(api).delete_mutating_webhook_configuration(configuration)
+        server.stop()
 
 
 def acting_policy(namespace: str) -> str:

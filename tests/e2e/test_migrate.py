@@ -15,11 +15,9 @@ from prometheus_client import CollectorRegistry
 from harness.cluster import LocalCluster
 from harness.exporter import ClusterTraffic
 from harness.live import live_scenario
-from harness.process import free_port, wait_until
+from harness.process import wait_until
 from harness.prometheus import PrometheusServer
-from harness.webhook import webhook_configuration
 from rebalancer.clients.events import EventRecorder
-from rebalancer.clients.hints import HintStore
 from rebalancer.clients.kube_api import list_raw, read_snapshot
 from rebalancer.clients.stores import ConfigMapState, FixedPolicy
 from rebalancer.cluster.topology import ZONE_LABEL
@@ -30,8 +28,8 @@ from rebalancer.planning.landing import Hint, Landing
 from rebalancer.planning.state import PlannerState
 from rebalancer.simulator.scenario import PdbSpec, WorkloadSpec, workload_objects
 from rebalancer.webhook.server import WebhookServer
-from rebalancer.webhook.serving_keys import shared_serving_keys
 from tests.conftest import LIVE_POLICY_YAML, split_pair_scenario
+from tests.e2e.setups import serving_webhook
 
 pytestmark = pytest.mark.e2e
 
@@ -48,28 +46,8 @@ WEBHOOK_CONFIG = "topology-rebalancer-test"
 
 @pytest.fixture(scope="module")
 def webhook(cluster: LocalCluster) -> Iterator[WebhookServer]:
-    api = cluster.api_client()
-    cluster.ensure_namespace(NAMESPACE)
-    keys = shared_serving_keys(
-        api, (NAMESPACE, "webhook-keys"), dns_names=[], ip_addresses=["127.0.0.1"]
-    )
-    server = WebhookServer(
-        HintStore(api, NAMESPACE, "hints"), keys, port=free_port(), address="127.0.0.1"
-    ).start()
-    cluster.apply(
-        [
-            webhook_configuration(
-                WEBHOOK_CONFIG, f"https://127.0.0.1:{server.port}/mutate", [NAMESPACE]
-            )
-        ]
-    )
-    server.publish_ca(api, WEBHOOK_CONFIG)
-    admission = client.AdmissionregistrationV1Api(api)
-    try:
+    with serving_webhook(cluster, [NAMESPACE], WEBHOOK_CONFIG) as server:
         yield server
-    finally:
-        admission.delete_mutating_webhook_configuration(WEBHOOK_CONFIG)
-        server.stop()
 
 
 @pytest.fixture(scope="module")

@@ -18,9 +18,8 @@ from prometheus_client import CollectorRegistry
 from harness.cluster import LocalCluster, is_ready
 from harness.invariants import ReadyWatcher
 from harness.live import live_scenario
-from harness.process import free_port, wait_until
+from harness.process import wait_until
 from harness.prometheus import PrometheusServer
-from harness.webhook import webhook_configuration
 from rebalancer.clients.events import EventRecorder
 from rebalancer.clients.hints import HintStore
 from rebalancer.clients.kube_api import list_raw, read_snapshot
@@ -33,8 +32,8 @@ from rebalancer.controller.metrics import ControllerMetrics
 from rebalancer.planning.surge import DELETION_COST
 from rebalancer.simulator.scenario import parse_scenario
 from rebalancer.webhook.server import WebhookServer
-from rebalancer.webhook.serving_keys import shared_serving_keys
 from tests.conftest import LIVE_POLICY_YAML
+from tests.e2e.setups import serving_webhook
 
 pytestmark = pytest.mark.e2e
 
@@ -90,22 +89,8 @@ class Killed(BaseException):
 
 @pytest.fixture(scope="module")
 def webhook(cluster: LocalCluster) -> Iterator[WebhookServer]:
-    api = cluster.api_client()
-    cluster.ensure_namespace(NAMESPACES[0])
-    keys = shared_serving_keys(
-        api, (NAMESPACES[0], "webhook-keys"), dns_names=[], ip_addresses=["127.0.0.1"]
-    )
-    server = WebhookServer(
-        HintStore(api, NAMESPACES[0], "hints"), keys, port=free_port(), address="127.0.0.1"
-    ).start()
-    url = f"https://127.0.0.1:{server.port}/mutate"
-    cluster.apply([webhook_configuration(WEBHOOK_CONFIG, url, list(NAMESPACES))])
-    server.publish_ca(api, WEBHOOK_CONFIG)
-    try:
+    with serving_webhook(cluster, list(NAMESPACES), WEBHOOK_CONFIG) as server:
         yield server
-    finally:
-        client.AdmissionregistrationV1Api(api).delete_mutating_webhook_configuration(WEBHOOK_CONFIG)
-        server.stop()
 
 
 @pytest.fixture(scope="module")

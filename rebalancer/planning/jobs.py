@@ -1,0 +1,438 @@
+"""Non-elastic jobs: recognised from their pods, and each one's candidates merged into a single
+move of the whole job.
+
+An NCCL ring, an MPI job or a parameter-server job restarts whole when one pod goes, so moving
+its pods one per cycle restarts it once per move. Here the strategies' proposals for a job's pods
+become one joint candidate per job and strategy, which the planner makes all at once or not at
+all, counts as one disruption, and makes only when the saving over the job's remaining run pays
+for the restart (`jobs` in the policy). Pure: the snapshot, the cost model and the candidates in,
+candidates out.
+"""
+
+from __future__ import annotations
+
+import datetime
+from collections import defaultdict
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
+
+import msgspec
+
+from rebalancer.cluster.fit import rejection
+from rebalancer.cluster.model import Pod
+from rebalancer.cluster.topology import Domain
+from rebalancer.config.resolved import PlanningRules
+from rebalancer.config.sections import Jobs
+from rebalancer.planning.protections import protection_reason
+from rebalancer.planning.types import SkipCategory
+from rebalancer.strategies.framework import Candidate, ClusterView
+
+TRAINING_KINDS = frozenset(
+    {"PyTorchJob", "TFJob", "MPIJob", "XGBoostJob", "PaddleJob", "JAXJob", "MXJob"}
+)
+"""Kubeflow training jobs: their pods are ranks of one job, whatever traffic says."""
+ELASTIC_ANNOTATION = "topology-rebalancer.io/elastic"
+"""`"true"` on a pod: its job survives losing it (torchrun elastic, Horovod elastic), so its
+pods are moved one by one."""
+JOB_ANNOTATION = "topology-rebalancer.io/job"
+"""A job's name on its pods, of any owner (a StatefulSet of MPI ranks, several Jobs): they are
+one non-elastic job."""
+EXPECTED_END_ANNOTATION = "topology-rebalancer.io/expected-end"
+"""An RFC 3339 time when the job is expected to finish, for the restart's worth."""
+_GAIN_TOLERANCE = 1e-9
+
+
+@dataclass(frozen=True)
+class Job:
+    """One non-elastic job with a candidate this cycle."""
+
+    key: str
+    """`namespace/name`: the group label's value, else the owner's name."""
+    workloads: tuple[str, ...]
+    """Its owners, whose last move tells when the rebalancer last restarted it."""
+    cost: float
+    """Its weighted traffic now, each pair counted once."""
+    ends: float | None
+    """Unix seconds from the expected-end annotation of any of its pods; None when none says."""
+
+
+def job_key(pod: Pod, settings: Jobs) -> str | None:
+    """The job a pod is a rank of, or None for pods of other owners and elastic pods."""
+    workload = pod.workload
+    if workload is None or pod.annotations.get(ELASTIC_ANNOTATION, "").lower() == "true":
+        return None
+    declared = pod.annotations.get(JOB_ANNOTATION)
+    if declared:
+        return f"{pod.namespace}/{declared}"
+    if workload.kind != "Job" and workload.kind not in TRAINING_KINDS:
+        return None
+    for label in settings.group_labels:
+        value = pod.labels.get(label)
+        if value:
+            return f"{pod.namespace}/{value}"
+    return f"{pod.namespace}/{workload.name}"
+
+
+def whole_jobs(
+    view: ClusterView,
+    candidates: list[Candidate],
+    rules: PlanningRules,
+    last_moved: Mapping[str, float],
+    now: float,
+) -> tuple[list[Candidate], dict[str, Job]]:
+    """The candidates with every non-elastic job's replaced by one candidate for the whole job,
+    and those jobs by key. A job is non-elastic when it is a Kubeflow kind or its pods talk to
+    each other; a Job of independent shards keeps its candidates as they were. A job restarted
+    too recently, or for which no set of moves gains, keeps only its best proposal, for the
+    plan to say why it stays."""
+    settings = rules.jobs
+    pods = view.snapshot.pods
+    keyed = {c.pod: job_key(pods[c.pod], settings) for c in candidates}
+    if not any(keyed.values()):
+        return candidates, {}
+    members = _members(view, settings, {key for key in keyed.values() if key})
+    jobs = {
+        key: _job(view, key, pods_of)
+        for key, pods_of in members.items()
+        if _non_elastic(view, pods_of)
+    }
+    kept: list[Candidate] = []
+    proposed: dict[str, list[Candidate]] = defaultdict(list)
+    for candidate in candidates:
+        key = keyed[candidate.pod]
+        if key in jobs:
+            proposed[key].append(candidate)
+        else:
+            kept.append(candidate)
+    indexes = view.snapshot.indexes()
+    for key, job_candidates in sorted(proposed.items()):
+        movable = [
+            pod
+            for pod in members[key]
+            if protection_reason(pods[pod], view.snapshot, indexes, rules) is None
+        ]
+        merged = None
+        if _restarted_since(jobs[key], settings, last_moved, now) is None:
+            merged = _job_move(view, key, movable, job_candidates, rules)
+        if merged is None:  # the best proposal alone, for the plan to say why it stays
+            leading = max(job_candidates, key=lambda c: (c.gain, c.pod))
+            merged = msgspec.structs.replace(leading, job=key)
+        kept.append(merged)
+    return kept, jobs
+
+
+def _members(view: ClusterView, settings: Jobs, keys: set[str]) -> dict[str, list[str]]:
+    """Every pod with traffic of each of these jobs: a job's cost counts all its ranks, not only
+    those proposed, and its owners may have no candidate at all (a parameter server's)."""
+    members: dict[str, list[str]] = defaultdict(list)
+    pods = view.snapshot.pods
+    for pod in view.cost.locations:
+        key = job_key(pods[pod], settings)
+        if key in keys:
+            members[key].append(pod)
+    return members
+
+
+def _non_elastic(view: ClusterView, members: list[str]) -> bool:
+    pods = view.snapshot.pods
+    if any(
+        JOB_ANNOTATION in pods[pod].annotations
+        or ((workload := pods[pod].workload) is not None and workload.kind in TRAINING_KINDS)
+        for pod in members
+    ):
+        return True
+    inside = set(members)
+    peers = view.cost.peers
+    return any(peer in inside for pod in members for peer in peers[pod])
+
+
+def _job(view: ClusterView, key: str, members: list[str]) -> Job:
+    cost, pods = view.cost, view.snapshot.pods
+    inside = set(members)
+    total = 0.0
+    for pod in members:
+        here = cost.locations[pod]
+        for peer, rate in cost.peers[pod].items():
+            if peer in inside and peer < pod:
+                continue  # counted from the other end
+            total += rate * view.topology.distance(here, cost.locations[peer])
+    workloads = sorted({str(pods[pod].workload) for pod in members if pods[pod].workload})
+    return Job(key, tuple(workloads), total, _expected_end(pods[pod] for pod in members))
+
+
+def _expected_end(pods: Iterable[Pod]) -> float | None:
+    """The earliest end any pod announces; an annotation that is not a time is ignored, as the
+    assumed remaining run then holds."""
+    ends = []
+    for pod in pods:
+        text = pod.annotations.get(EXPECTED_END_ANNOTATION)
+        if not text:
+            continue
+        try:
+            when = datetime.datetime.fromisoformat(text)
+        except ValueError:
+            continue
+        if when.tzinfo is None:
+            when = when.replace(tzinfo=datetime.UTC)
+        ends.append(when.timestamp())
+    return min(ends, default=None)
+
+
+def _job_move(
+    view: ClusterView,
+    key: str,
+    movable: list[str],
+    proposed: list[Candidate],
+    rules: PlanningRules,
+) -> Candidate | None:
+    """The job's pods' targets as one candidate (see `_search`), or None when no set of moves
+    gains."""
+    levels = sorted({target.level for c in proposed for target in c.targets.values()})
+    found = _search(view, movable, levels, rules.protections.honor_soft_spread)
+    topology = view.topology
+    moved = {
+        pod: domain
+        for pod, domain in found.items()
+        if topology.domain_of(view.cost.locations[pod], domain.level) != domain
+    }
+    if not moved:
+        return None
+    gain = view.cost.joint_gain(moved)
+    if gain <= _GAIN_TOLERANCE:
+        return None
+    first, *rest = moved
+    leading = max(proposed, key=lambda c: c.gain)
+    return Candidate(
+        pod=first,
+        target=moved[first],
+        gain=gain,
+        reason=f"job {key} moved whole ({len(moved)} of its pods); {leading.reason}",
+        strategy=leading.strategy,
+        companions=tuple((pod, moved[pod]) for pod in rest),
+        job=key,
+    )
+
+
+SEARCH_PASSES = 4
+SEARCH_WORK = 50_000
+"""Steps judged per job and cycle, at most: work, not seconds, so a plan does not depend on
+the machine's load; a 16-rank ring needs a few thousand."""
+
+
+@dataclass(frozen=True)
+class _Step:
+    gain: float
+    placed: dict[str, tuple[Domain, str]]
+    """Pod -> (target, node)."""
+
+
+def _search(
+    view: ClusterView, movable: list[str], levels: list[int], honor_soft: bool
+) -> dict[str, Domain]:
+    """Where the job's pods should go, in passes as Kernighan and Lin partition a graph: each
+    pass takes the best step of a pod not yet stepped in it, even one that loses, and keeps the
+    steps up to the point where the pass had gained most; passes end when one gains nothing.
+    Greedy steps alone stop at a ring split over four racks whose fix needs two steps, the
+    first of which loses."""
+    kept: list[_Step] = []
+    work = [0]
+    for _pass in range(SEARCH_PASSES):
+        search = _JobSearch(view, movable, levels, honor_soft, work)
+        for step in kept:
+            search.apply(step)
+        locked: set[str] = set()
+        steps: list[_Step] = []
+        total, best, best_at = 0.0, 0.0, 0
+        while work[0] < SEARCH_WORK:
+            taken = search.best_step(locked)
+            if taken is None:
+                break
+            search.apply(taken)
+            steps.append(taken)
+            locked.update(taken.placed)
+            total += taken.gain
+            if total > best + _GAIN_TOLERANCE:
+                best, best_at = total, len(steps)
+        if best_at == 0:
+            break
+        kept += steps[:best_at]
+    return {pod: domain for step in kept for pod, (domain, _node) in step.placed.items()}
+
+
+class _JobSearch:
+    """One pass's model of the job: its steps are one pod moved into a domain with room, two
+    pods that talk moved there together (a ring's two ranks at the end of a run, neither of
+    which gains alone), or two of the job's pods swapped between their domains (ranks reordered
+    so each rack holds a contiguous run, which needs no free room). Targets are the domains, at
+    the levels the strategies proposed, where a pod's peers run; room a pod leaves is room for
+    the others, as all go in one cycle."""
+
+    def __init__(
+        self,
+        view: ClusterView,
+        movable: list[str],
+        levels: list[int],
+        honor_soft: bool,
+        work: list[int],
+    ) -> None:
+        self.view, self.movable, self.levels, self.honor_soft = view, movable, levels, honor_soft
+        self.cost, self.occupancy = view.cost.copy(), view.occupancy.copy()
+        self.peers = {pod: view.cost.peers[pod] for pod in movable}
+        """Read once: the cost model builds a pod's peers on each read."""
+        self.work = work
+        """Steps judged so far, shared by the passes."""
+
+    def apply(self, step: _Step) -> None:
+        pods = self.view.snapshot.pods
+        for pod, (domain, node) in step.placed.items():
+            self.cost.move(pod, domain)
+            self.occupancy.release(pods[pod])
+            self.occupancy.reserve(pods[pod], node)
+
+    def best_step(self, locked: set[str]) -> _Step | None:
+        """The step of the most gain (or least loss) among pods not in `locked`."""
+        alone: dict[tuple[str, Domain], float] = {}
+        where = {
+            (pod, level): self.view.topology.domain_of(self.cost.locations[pod], level)
+            for pod in self.movable
+            for level in self.levels
+        }
+        judged: list[tuple[float, int, dict[str, Domain]]] = []
+        for pod in self.movable:
+            if pod in locked:
+                continue
+            for domain in self._domains(pod):
+                for targets in self._steps(pod, domain, locked, where):
+                    self.work[0] += 1
+                    judged.append((self._gain(targets, alone), len(judged), targets))
+        judged.sort(key=lambda item: (-item[0], item[1]))
+        for gain, _order, targets in judged:  # the best that fits
+            placed = self._fit(targets)
+            if placed is not None:
+                return _Step(gain, placed)
+        return None
+
+    def _gain(self, targets: dict[str, Domain], alone: dict[tuple[str, Domain], float]) -> float:
+        """`joint_gain` of one or two pods, from each one's gain alone (kept in `alone` for the
+        step) corrected for the pair's own traffic: a step costs a lookup, not a pass over the
+        peers of both."""
+        cost, topology = self.cost, self.view.topology
+        gains = 0.0
+        for pod, domain in targets.items():
+            if (pod, domain) not in alone:
+                alone[(pod, domain)] = cost.gain(pod, domain)
+            gains += alone[(pod, domain)]
+        if len(targets) == 1:
+            return gains
+        (a, a_to), (b, b_to) = targets.items()
+        rate = self.peers[a].get(b, 0.0)
+        if not rate:
+            return gains
+        a_at, b_at = cost.locations[a], cost.locations[b]
+        a_new, b_new = topology.location_within(a_to), topology.location_within(b_to)
+        distance = topology.distance
+        # Each gain alone counted the pair as if the other stayed; together it goes from
+        # (a_at, b_at) to (a_new, b_new).
+        return gains - rate * (
+            distance(a_at, b_at)
+            - distance(a_new, b_at)
+            - distance(a_at, b_new)
+            + distance(a_new, b_new)
+        )
+
+    def _domains(self, pod: str) -> list[Domain]:
+        topology, locations = self.view.topology, self.cost.locations
+        here = locations[pod]
+        domains = {
+            domain
+            for peer in self.peers[pod]
+            for level in self.levels
+            if (domain := topology.domain_of(locations[peer], level)) is not None
+            and topology.domain_of(here, level) != domain
+        }
+        return sorted(domains, key=lambda d: (d.level, d.key))
+
+    def _steps(
+        self,
+        pod: str,
+        domain: Domain,
+        locked: set[str],
+        where: dict[tuple[str, int], Domain | None],
+    ) -> Iterator[dict[str, Domain]]:
+        yield {pod: domain}
+        home = where[(pod, domain.level)]
+        if home is None:
+            return
+        for other in self.movable:
+            if other == pod or other in locked:
+                continue
+            there = where[(other, domain.level)]
+            if there == domain and other > pod:  # each swap once
+                yield {pod: domain, other: home}
+            elif there == home and other in self.peers[pod]:
+                yield {pod: domain, other: domain}
+
+    def _fit(self, targets: dict[str, Domain]) -> dict[str, tuple[Domain, str]] | None:
+        """A node in its target for each pod, with the room all of them leave counted free;
+        the occupancy is left as it was."""
+        pods, nodes = self.view.snapshot.pods, self.view.snapshot.nodes
+        occupancy = self.occupancy
+        were = {pod: occupancy.placement[pod] for pod in targets}
+        for pod in targets:
+            occupancy.release(pods[pod])
+        placed: dict[str, tuple[Domain, str]] = {}
+        for pod, domain in targets.items():
+            node = next(
+                (
+                    name
+                    for name in self.view.topology.nodes_by_domain.get(domain, [])
+                    if name != were[pod]
+                    and rejection(pods[pod], nodes[name], occupancy, self.honor_soft) is None
+                ),
+                None,
+            )
+            if node is None:
+                break
+            occupancy.reserve(pods[pod], node)
+            placed[pod] = (domain, node)
+        for pod in placed:
+            occupancy.release(pods[pod])
+        for pod, node in were.items():
+            occupancy.reserve(pods[pod], node)
+        return placed if len(placed) == len(targets) else None
+
+
+def _restarted_since(
+    job: Job, settings: Jobs, last_moved: Mapping[str, float], now: float
+) -> float | None:
+    """Seconds since the rebalancer last moved the job, when that is within the interval."""
+    since = [now - last_moved[w] for w in job.workloads if w in last_moved]
+    if since and min(since) < settings.min_interval_seconds:
+        return min(since)
+    return None
+
+
+def job_refusal(
+    job: Job, gain: float, settings: Jobs, last_moved: Mapping[str, float], now: float
+) -> tuple[SkipCategory, str] | None:
+    """Why the job may not be restarted now: restarted too recently, or the saving over its
+    remaining run does not pay for the restart."""
+    since = _restarted_since(job, settings, last_moved, now)
+    if since is not None:
+        return "cooldown", (
+            f"job {job.key} restarted {since:.0f}s ago; "
+            f"not again within {settings.min_interval_seconds:.0f}s"
+        )
+    remaining = settings.remaining_seconds if job.ends is None else job.ends - now
+    share = settings.worth_share(remaining)
+    if share is None:
+        return "below-threshold", (
+            f"job {job.key} ends in {max(remaining, 0):.0f}s, before a restart would pay"
+        )
+    if job.cost <= 0 or gain < share * job.cost:
+        saved = gain / job.cost if job.cost > 0 else 0.0
+        return "below-threshold", (
+            f"job {job.key}: saves {saved:.1%} of its traffic, below the {share:.1%} a restart "
+            f"costs over its remaining {remaining:.0f}s"
+        )
+    return None

@@ -1,0 +1,248 @@
+"""Non-elastic jobs: recognised from their pods, moved whole in one cycle or not at all, counted as
+one disruption, and restarted only when it pays."""
+
+from __future__ import annotations
+
+import datetime
+from typing import Any
+
+import pytest
+from kubernetes import client
+
+from harness import builders as b
+from rebalancer.clients.eviction import EvictionExecutor
+from rebalancer.cluster.topology import Domain
+from rebalancer.config.resolved import PlanningRules
+from rebalancer.planning.cycle import build_view, plan_cycle, propose
+from rebalancer.planning.jobs import EXPECTED_END_ANNOTATION, job_key, whole_jobs
+from rebalancer.planning.state import PlannerState
+from rebalancer.planning.types import Move, Plan
+from tests.conftest import grid_nodes, make_policy, pod_keys, snapshot_of, traffic_of
+from tests.test_dry_run import Quiet, Recording
+
+NOW = 1_000_000.0
+RING_NODES = ("node-a11", "node-a21", "node-a12", "node-a22")
+"""Rank i on RING_NODES[i]: ranks alternate between racks r1 and r2, so every ring link
+crosses a rack. Each node holds one rank and no more: only a reordering helps."""
+POLICY: dict[str, Any] = {
+    "strategies": [{"name": "split-peers", "args": {"level": "zone", "down_to": "rack"}}],
+    "limits": {"per_cycle": 10, "per_node": 2, "per_namespace": 5, "per_workload": 1},
+}
+
+
+def _rank(
+    index: int,
+    node: str,
+    owner: tuple[str, str] = ("Job", "train"),
+    *,
+    labels: dict[str, str] | None = None,
+    annotations: dict[str, str] | None = None,
+    cpu: str = "1",
+) -> b.Obj:
+    def mark(obj: b.Obj) -> None:
+        obj["metadata"]["annotations"] = {
+            "batch.kubernetes.io/job-completion-index": str(index),
+            **(annotations or {}),
+        }
+
+    name = f"{owner[1]}-{index}"
+    return b.pod(name, node, owner, labels=labels, cpu=cpu, mutate=mark)
+
+
+def _ring(pods: list[str], rate: float = 10.0) -> dict[tuple[str, str], float]:
+    return {(pods[i], pods[(i + 1) % len(pods)]): rate for i in range(len(pods))}
+
+
+def _ring_cycle(
+    annotations: dict[str, str] | None = None,
+    state: PlannerState | None = None,
+    ranks: frozenset[int] = frozenset(range(4)),
+    **policy: Any,
+) -> Plan:
+    """The ring's cycle, with `annotations` on the ranks named."""
+    objects = [
+        *grid_nodes(cpu="1"),
+        *(
+            _rank(i, node, annotations=annotations if i in ranks else None)
+            for i, node in enumerate(RING_NODES)
+        ),
+    ]
+    snapshot = snapshot_of(objects)
+    outcome = plan_cycle(
+        make_policy(**{**POLICY, **policy}),
+        snapshot,
+        traffic_of(_ring(pod_keys(snapshot, "train-"))),
+        state or PlannerState(),
+        now=NOW,
+        persistence_required=0,
+    )
+    assert outcome.plan is not None
+    return outcome.plan
+
+
+def test_a_ring_split_rank_by_rank_is_reordered_whole_in_one_cycle() -> None:
+    plan = _ring_cycle()
+    # Two ranks swap racks, which needs no free room, in one cycle although the per-workload
+    # limit is 1: the job's restart is one disruption.
+    assert len(plan.moves) == 2
+    assert {move.job for move in plan.moves} == {"default/train"}
+    assert {move.rank for move in plan.moves} in ({"1", "2"}, {"0", "3"}, {"0", "1"}, {"2", "3"})
+    assert plan.before.crossing["rack"] == 40.0
+    assert plan.after.crossing["rack"] == 20.0  # two runs of two ranks: two links cross
+
+
+def test_moved_one_by_one_the_same_ring_cannot_be_fixed() -> None:
+    """What moving a job pod by pod gets on the same ring: no rank alone can move, as every
+    node is full, so nothing is done."""
+    plan = _ring_cycle(jobs={"whole": False})
+    assert plan.moves == ()
+
+
+def test_a_job_restarted_lately_waits_and_says_so() -> None:
+    state = PlannerState(last_moved={"Job/default/train": NOW - 60})
+    plan = _ring_cycle(state=state)
+    assert plan.moves == ()
+    [skip] = plan.skipped
+    assert skip.category == "cooldown"
+    assert skip.reason.startswith("job default/train restarted 60s ago")
+
+
+def test_a_job_about_to_end_is_not_restarted() -> None:
+    soon = datetime.datetime.fromtimestamp(NOW + 300, datetime.UTC).isoformat()
+    plan = _ring_cycle(annotations={EXPECTED_END_ANNOTATION: soon})
+    assert plan.moves == ()
+    [skip] = plan.skipped
+    assert (skip.category, skip.reason) == (
+        "below-threshold",
+        "job default/train ends in 300s, before a restart would pay",
+    )
+
+
+def test_a_restart_must_save_the_share_of_the_run_it_loses() -> None:
+    # Halving the crossing saves 2 x 10 x (3 - 1) = 40 of a cost of 4 x 10 x 3 = 120: a third.
+    # A restart that loses 2 of the 5 hours left costs 40% of the run: not worth it.
+    plan = _ring_cycle(jobs={"restart_seconds": 7200, "remaining_seconds": 18000})
+    assert plan.moves == ()
+    [skip] = plan.skipped
+    assert skip.category == "below-threshold"
+    assert "saves 33.3% of its traffic, below the 40.0% a restart costs" in skip.reason
+    assert len(_ring_cycle(jobs={"restart_seconds": 3600, "remaining_seconds": 18000}).moves) == 2
+
+
+EXCLUDED = {"topology-rebalancer.io/exclude": "true"}
+
+
+def test_the_ranks_that_may_move_are_reordered_around_one_that_may_not() -> None:
+    plan = _ring_cycle(annotations=EXCLUDED, ranks=frozenset({1}))
+    assert len(plan.moves) == 2 and "default/train-1" not in {m.pod for m in plan.moves}
+    assert plan.after.crossing["rack"] == 20.0
+
+
+def test_a_job_none_of_whose_ranks_may_move_stays_and_the_plan_says_why() -> None:
+    plan = _ring_cycle(annotations=EXCLUDED)
+    assert plan.moves == ()
+    assert plan.skipped and all(s.category == "protected" for s in plan.skipped)
+
+
+def test_shards_that_do_not_talk_to_each_other_keep_their_own_moves() -> None:
+    """A Job of independent shards reading one server loses only the shard moved."""
+    objects = [
+        *grid_nodes(),
+        b.pod("db", "node-b11", ("StatefulSet", "db")),
+        *(_rank(i, "node-a11", cpu="500m") for i in range(3)),
+    ]
+    snapshot = snapshot_of(objects)
+    rates = {(shard, "default/db"): 10.0 for shard in pod_keys(snapshot, "train-")}
+    view = build_view(make_policy(**POLICY), snapshot, traffic_of(rates))
+    candidates = propose(make_policy(**POLICY), view)
+    rules = PlanningRules.of(make_policy(**POLICY), view.topology)
+    kept, jobs = whole_jobs(view, candidates, rules, {}, NOW)
+    assert jobs == {}
+    assert kept == candidates
+
+
+@pytest.mark.parametrize(
+    ("owner", "labels", "annotations", "expected"),
+    [
+        (("Job", "train"), {}, {}, "default/train"),
+        (("PyTorchJob", "llm"), {"training.kubeflow.org/job-name": "llm"}, {}, "default/llm"),
+        (("Job", "bps-worker"), {"app.kubernetes.io/part-of": "bps"}, {}, "default/bps"),
+        (("StatefulSet", "mpi"), {}, {"topology-rebalancer.io/job": "mpi"}, "default/mpi"),
+        (("Job", "train"), {}, {"topology-rebalancer.io/elastic": "true"}, None),
+        (("StatefulSet", "db"), {}, {}, None),
+        (("Deployment", "web"), {"app.kubernetes.io/part-of": "shop"}, {}, None),
+    ],
+)
+def test_which_pods_are_ranks_of_which_job(
+    owner: tuple[str, str],
+    labels: dict[str, str],
+    annotations: dict[str, str],
+    expected: str | None,
+) -> None:
+    snapshot = snapshot_of(
+        [*grid_nodes(), _rank(0, "node-a11", owner, labels=labels, annotations=annotations)]
+    )
+    [pod] = snapshot.pods.values()
+    assert job_key(pod, make_policy().jobs) == expected
+
+
+def test_a_parameter_server_job_of_three_owners_moves_as_one() -> None:
+    """BytePS: workers and servers as two Jobs of one application; the workers never talk to
+    each other, the servers neither, but each talks to the other Job: one job, moved whole."""
+    part_of = {"app.kubernetes.io/part-of": "bps"}
+    objects = [
+        *grid_nodes(cpu="4"),
+        *(
+            _rank(i, f"node-a{1 + i // 2}{1 + i % 2}", ("Job", "worker"), labels=part_of)
+            for i in range(4)
+        ),
+        *(_rank(i, "node-b11", ("Job", "server"), labels=part_of) for i in range(2)),
+    ]
+    snapshot = snapshot_of(objects)
+    workers, servers = pod_keys(snapshot, "worker-"), pod_keys(snapshot, "server-")
+    rates = {(w, s): 10.0 for w in workers for s in servers}
+    outcome = plan_cycle(
+        make_policy(**POLICY),
+        snapshot,
+        traffic_of(rates),
+        PlannerState(),
+        now=NOW,
+        persistence_required=0,
+    )
+    assert outcome.plan is not None
+    moves = outcome.plan.moves
+    assert {m.job for m in moves} == {"default/bps"}
+    assert set(servers) <= {m.pod for m in moves}  # the servers join the workers' zone
+    assert outcome.plan.after.crossing["zone"] == 0
+
+
+def _job_move(pod: str, zone: str) -> Move:
+    return Move(
+        pod=f"ml/{pod}",
+        workload="Job/ml/train",
+        origin={"zone": "a"},
+        target=Domain(0, (zone,)),
+        destination={"zone": zone},
+        node=f"n-{zone}",
+        target_labels={"zone": zone},
+        controller=("Job", "train"),
+        gain=1.0,
+        strategy="split-peers",
+        reason="test",
+        uid=f"uid-{pod}",
+        job="ml/train",
+    )
+
+
+def test_no_pod_of_a_job_is_evicted_when_one_of_its_moves_no_longer_holds() -> None:
+    """The second rank's planned node has left its target zone since the plan: the first rank
+    is not evicted either, as the job would restart for half its move."""
+    executor = EvictionExecutor(client.ApiClient(), Quiet(), dry_run=False)  # type: ignore[arg-type]
+    recording = Recording()  # every node it reads is in zone b
+    executor.core = recording  # type: ignore[assignment]
+    outcomes = executor.execute((_job_move("train-0", "b"), _job_move("train-1", "c")))
+    assert [o.result for o in outcomes] == ["cancelled", "cancelled"]
+    assert all("job ml/train not moved: ml/train-1: node n-c" in o.detail for o in outcomes)
+    assert recording.evictions == []
+    whole = executor.execute((_job_move("train-0", "b"), _job_move("train-1", "b")))
+    assert [o.result for o in whole] == ["evicted", "evicted"]
