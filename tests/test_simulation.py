@@ -453,3 +453,35 @@ def test_a_training_job_is_restarted_once_and_its_ranks_land_where_planned() -> 
     assert summary["landed_in_target"] == summary["moves"]
     before, after = summary["weighted_cost_before"], summary["weighted_cost_after"]
     assert after < 0.55 * before
+
+
+BOXED_BY_A_TENANT = """
+name: boxed-by-a-tenant
+nodes:
+  - {name: a1, zone: zone-a, rack: rack-1, cpu: "1", memory: 1Gi}
+  - {name: a2, zone: zone-a, rack: rack-1, cpu: "1", memory: 1Gi}
+  - {name: b1, zone: zone-b, rack: rack-1, cpu: "1", memory: 1Gi}
+  - {name: b2, zone: zone-b, rack: rack-1, cpu: "1", memory: 1Gi}
+workloads:
+  - {name: client, namespace: x, cpu: "1", memory: 512Mi, start_in: {zone: zone-a}}
+  - {name: tenant, namespace: y, cpu: "1", memory: 512Mi, start_in: {zone: zone-a}}
+  - {name: server, namespace: x, cpu: "1", memory: 512Mi, start_in: {zone: zone-b}}
+traffic:
+  - {source: x/client, destination: x/server, rate: 7}
+"""
+
+
+def test_the_fair_optimum_leaves_pods_without_traffic_where_they_are() -> None:
+    """The planner never moves a pod with no traffic above the thresholds, so neither does the
+    fair optimum: the tenant filling the client's zone stays and the pair crosses; only the
+    unconstrained optimum moves it away to bring the pair together."""
+    result = simulate(
+        parse_scenario(BOXED_BY_A_TENANT, "boxed"),
+        DEMO_POLICY,
+        cycles=2,
+        mode="migrate",
+        seed=0,
+        optimum=True,
+    )
+    assert result.optimum == Optimum(weighted_cost=70.0, min_moves=0)
+    assert result.unconstrained is not None and result.unconstrained.weighted_cost < 70.0

@@ -130,8 +130,9 @@ def _row(
 def _optima(
     cluster: SimulatedCluster, policy: Policy, scenario: Scenario
 ) -> tuple[Optimum | None, Optimum | None]:
-    """The fair optimum, under the rules the planner obeys (protected pods stay, soft spread as
-    the policy honours it, the HA floor), and the unconstrained one beside it. HiGHS is in the
+    """The fair optimum, under the rules the planner obeys (protected pods and pods without
+    traffic above the thresholds stay, soft spread as the policy honours it, the HA floor), and
+    the unconstrained one beside it. HiGHS is in the
     `sim` extra: the controller never needs it."""
     try:
         from rebalancer.simulator.bound import lower_bound  # noqa: PLC0415
@@ -144,10 +145,12 @@ def _optima(
     topology = topology_of(policy, snapshot)
     rules = PlanningRules.of(policy, topology)
     indexes = snapshot.indexes()
+    # Pods with no pair above the thresholds are never proposed: the planner leaves them be.
+    counted = build_view(policy, snapshot, cluster.traffic(), topology).cost.locations
     protected = frozenset(
         key
         for key, pod in snapshot.pods.items()
-        if protection_reason(pod, snapshot, indexes, rules) is not None
+        if key not in counted or protection_reason(pod, snapshot, indexes, rules) is not None
     )
     floor = policy.protections.min_spread
     fair = Rules(
@@ -165,7 +168,17 @@ def _optima(
         bound = lower_bound(snapshot, topology, rates, rules)
         return None if bound is None else Optimum(bound, None, exact=False)
 
-    return best(fair), best(Rules())
+    constrained, free = best(fair), best(Rules())
+    if (
+        constrained is not None
+        and not constrained.exact
+        and free is not None
+        and free.weighted_cost > constrained.weighted_cost
+    ):
+        # Every fair placement is a placement: no fair one beats the unconstrained optimum,
+        # a tighter bound than the domain relaxation when that one is loose.
+        constrained = Optimum(free.weighted_cost, None, exact=False)
+    return constrained, free
 
 
 @dataclass
