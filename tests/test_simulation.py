@@ -358,6 +358,18 @@ def test_the_domain_bound_never_exceeds_the_exact_optimum(name: str) -> None:
         assert bound == pytest.approx(exact.weighted_cost, rel=1e-6)
 
 
+def test_the_bound_holds_the_floor_of_a_workload_whose_pods_all_stay() -> None:
+    """A workload all of whose pods are fixed has its floor met by where they run: a constant,
+    not a constraint for the solver."""
+    scenario = parse_scenario(SPREAD_BY_CHANCE, "fixed")
+    cluster = SimulatedCluster(scenario, Scheduler(0))
+    topology = topology_of(DEMO_POLICY, cluster.snapshot)
+    servers = frozenset(key for key in cluster.snapshot.pods if "/server-" in key)
+    rules = Rules(fixed=servers, spread_floor=(0, 2), floor_kinds=frozenset({"Deployment"}))
+    bound = lower_bound(cluster.snapshot, topology, cluster.traffic().rates, rules)
+    assert bound is not None and bound <= 35.0 + 1e-6
+
+
 def test_out_of_the_exact_program_s_reach_the_bound_is_reported(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

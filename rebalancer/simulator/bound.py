@@ -217,7 +217,9 @@ class _Bound:
                 used = self.highs.addBinary()
                 self.highs.addConstr(used <= total)
                 present.append(used)
-            self.highs.addConstr(sum(present) >= required)
+            spread = sum(present)
+            if not isinstance(spread, int):  # a constant: every member fixed where it runs
+                self.highs.addConstr(spread >= required)
 
     def solve(self, rates: dict[tuple[str, str], float]) -> float | None:
         weights = [level.weight for level in self.topology.levels] + [0.0]
