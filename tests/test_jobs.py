@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 from kubernetes import client
+from kubernetes.client.exceptions import ApiException
 
 from harness import builders as b
 from rebalancer.clients.eviction import EvictionExecutor
@@ -246,3 +247,97 @@ def test_no_pod_of_a_job_is_evicted_when_one_of_its_moves_no_longer_holds() -> N
     assert recording.evictions == []
     whole = executor.execute((_job_move("train-0", "b"), _job_move("train-1", "b")))
     assert [o.result for o in whole] == ["evicted", "evicted"]
+
+
+def test_a_rank_is_never_moved_as_another_pod_s_companion() -> None:
+    """A web pod boxed in with a rank as its heaviest peer: split-peers proposes the two as a
+    pair into a third zone. The rank is the job's, restarted a minute ago: the pair waits."""
+    objects = [
+        *grid_nodes(zones="abc", racks=1, per_rack=2, cpu="1"),
+        *b.deployment_pods("web", ["node-a11", "node-a12"], cpu="1"),
+        _rank(0, "node-b11"),
+        _rank(1, "node-b12"),
+    ]
+    snapshot = snapshot_of(objects)
+    web, ranks = pod_keys(snapshot, "web-"), pod_keys(snapshot, "train-")
+    rates = {(web[0], ranks[0]): 100.0, (ranks[0], ranks[1]): 1.0}
+    state = PlannerState(last_moved={"Job/default/train": NOW - 60})
+    outcome = plan_cycle(
+        make_policy(**POLICY), snapshot, traffic_of(rates), state, now=NOW, persistence_required=0
+    )
+    assert outcome.plan is not None
+    assert not {m.pod for m in outcome.plan.moves} & set(ranks)
+
+
+def test_the_room_a_job_leaves_is_not_given_to_other_moves_in_the_cycle() -> None:
+    """The evicted rank holds its node until it has terminated: only its own job's
+    replacements wait for that room, so no other move is planned onto it."""
+    nodes = ["node-a11", "node-a12", "node-a13", "node-b11", "node-b12", "node-b13", "node-b14"]
+    objects = [
+        *(b.node(n, zone=n[5], rack="r1", cpu="1") for n in nodes),
+        _rank(0, "node-a11"),
+        _rank(1, "node-b11"),
+        *b.deployment_pods("api", ["node-a12", "node-a13"], cpu="1"),
+        *b.deployment_pods("web", ["node-b12", "node-b13"], cpu="1"),
+    ]
+    snapshot = snapshot_of(objects)
+    ranks, api, web = (pod_keys(snapshot, p) for p in ("train-", "api-", "web-"))
+    rates = {(ranks[0], ranks[1]): 10.0, (web[0], api[0]): 5.0}
+    outcome = plan_cycle(
+        make_policy(**POLICY),
+        snapshot,
+        traffic_of(rates),
+        PlannerState(),
+        now=NOW,
+        persistence_required=0,
+    )
+    assert outcome.plan is not None
+    moves = outcome.plan.moves
+    assert [m.job for m in moves] == ["default/train"]  # the web pod finds no free node
+    assert all(m.node != "node-a11" for m in moves)
+
+
+def test_a_deployment_declared_a_job_is_evicted_whole_even_under_surge() -> None:
+    """A surge waits for each new pod to be Ready, one Deployment pod at a time: a job's
+    ranks all go at once, so they are evicted, whatever the method."""
+
+    def declared(obj: b.Obj) -> None:
+        obj["metadata"]["annotations"] = {"topology-rebalancer.io/job": "mpi"}
+
+    objects = [
+        *grid_nodes(cpu="1"),
+        *b.deployment_pods("mpi", RING_NODES, cpu="1", mutate_pod=declared),
+    ]
+    snapshot = snapshot_of(objects)
+    outcome = plan_cycle(
+        make_policy(**POLICY, mode="migrate", migrate={"method": "surge"}),
+        snapshot,
+        traffic_of(_ring(pod_keys(snapshot, "mpi-"))),
+        PlannerState(),
+        now=NOW,
+        persistence_required=0,
+    )
+    assert outcome.plan is not None
+    moves = outcome.plan.moves
+    assert len(moves) == 2
+    assert {(m.method, m.job) for m in moves} == {("evict", "default/mpi")}
+
+
+class RefusingFirst(Recording):
+    """The first eviction is refused by its PDB."""
+
+    def create_namespaced_pod_eviction(self, name: str, namespace: str, body: Any) -> None:
+        if not self.evictions and not getattr(self, "refused", False):
+            self.refused = True
+            raise ApiException(status=429, reason="Too Many Requests")
+        super().create_namespaced_pod_eviction(name, namespace, body)
+
+
+def test_when_a_job_s_first_eviction_fails_the_rest_of_it_stays() -> None:
+    executor = EvictionExecutor(client.ApiClient(), Quiet(), dry_run=False)  # type: ignore[arg-type]
+    recording = RefusingFirst()
+    executor.core = recording  # type: ignore[assignment]
+    outcomes = executor.execute((_job_move("train-0", "b"), _job_move("train-1", "b")))
+    assert [o.result for o in outcomes] == ["refused-by-pdb", "cancelled"]
+    assert outcomes[1].detail.startswith("job ml/train not moved: its first eviction failed")
+    assert recording.evictions == []

@@ -138,6 +138,7 @@ def test_a_ranked_hint_steers_only_the_replacement_of_its_rank() -> None:
             "worker/2",
         ),
         ({"training.kubeflow.org/replica-index": "2"}, {}, None),
+        ({"apps.kubernetes.io/pod-index": "4"}, {}, "4"),
         ({}, {}, None),
     ],
 )

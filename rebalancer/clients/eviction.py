@@ -97,9 +97,12 @@ class EvictionExecutor:
     ) -> list[Outcome]:
         """Evict in order; stop at once when `still_allowed` turns false (leadership lost). A
         job's moves are all checked again before its first is sent, and none is sent if one
-        no longer holds: a job moved in part restarts for less than it was planned for."""
+        no longer holds or its first eviction fails: a job moved in part restarts for less
+        than it was planned for. Once one has gone, the rest follow."""
         outcomes: list[Outcome] = []
         held: dict[str, str | None] = {}
+        sent: set[str] = set()  # jobs of which an eviction went out: the rest follows
+        failed_first: dict[str, str] = {}
         for move in moves:
             if not still_allowed():
                 _log.warning(
@@ -109,6 +112,8 @@ class EvictionExecutor:
             if move.job is not None and move.job not in held:
                 held[move.job] = self._job_outdated([m for m in moves if m.job == move.job])
             reason = held.get(move.job) if move.job is not None else None
+            if reason is None and move.job is not None and move.job in failed_first:
+                reason = f"its first eviction failed ({failed_first[move.job]})"
             if reason is not None:
                 namespace, name = move.pod.split("/", 1)
                 message = f"job {move.job} not moved: {reason}"
@@ -121,7 +126,13 @@ class EvictionExecutor:
                 )
                 outcomes.append(Outcome(move, "cancelled", message))
                 continue
-            outcomes.append(self._evict(move))
+            outcome = self._evict(move)
+            outcomes.append(outcome)
+            if move.job is not None and move.job not in sent:
+                if outcome.result in ("evicted", "would-evict"):
+                    sent.add(move.job)
+                else:  # nothing of the job went: keep it whole, for a later cycle
+                    failed_first[move.job] = f"{move.pod}: {outcome.detail or outcome.result}"
         return outcomes
 
     def _job_outdated(self, moves: list[Move]) -> str | None:

@@ -54,7 +54,11 @@ class HintStore:
         def changed(stored: Stored | None) -> tuple[dict[str, str] | None, _T]:
             hints = self._hints(stored)
             kept, result = change(hints)
-            data = None if kept == hints else {HINTS_KEY: _Hints(hints=kept).model_dump_json()}
+            data = (
+                None
+                if kept == hints
+                else {HINTS_KEY: _Hints(hints=kept).model_dump_json(exclude_none=True)}
+            )
             return data, result
 
         return self._store.update(changed)

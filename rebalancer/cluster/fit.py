@@ -61,6 +61,11 @@ class Occupancy:
         if pod.required_anti_affinity:
             self.anti_affine.add(pod.key)
 
+    def hold(self, requests: Resources, node_name: str) -> None:
+        """Room taken on `node_name` by no pod the planner places: an evicted pod's, until it
+        has terminated."""
+        self.requested[node_name] = self.requested.get(node_name, Resources()) + requests
+
     def release(self, pod: Pod) -> None:
         """The pod is gone (the simulator removes evicted pods at once)."""
         node_name = self.placement.pop(pod.key, None)

@@ -3,9 +3,10 @@ move of the whole job.
 
 An NCCL ring, an MPI job or a parameter-server job restarts whole when one pod goes, so moving
 its pods one per cycle restarts it once per move. Here the strategies' proposals for a job's pods
-become one joint candidate per job and strategy, which the planner makes all at once or not at
-all, counts as one disruption, and makes only when the saving over the job's remaining run pays
-for the restart (`jobs` in the policy). Pure: the snapshot, the cost model and the candidates in,
+become one joint candidate per job (the best of a search on the job alone and of each
+strategy's proposals taken together), which the planner makes all at once or not at all, counts
+as one disruption, and makes only when the saving over the job's remaining run pays for the
+restart (`jobs` in the policy). Pure: the snapshot, the cost model and the candidates in,
 candidates out.
 """
 
@@ -87,7 +88,7 @@ def whole_jobs(
     plan to say why it stays."""
     settings = rules.jobs
     pods = view.snapshot.pods
-    keyed = {c.pod: job_key(pods[c.pod], settings) for c in candidates}
+    keyed = {pod: job_key(pods[pod], settings) for c in candidates for pod in c.pods}
     if not any(keyed.values()):
         return candidates, {}
     members = _members(view, settings, {key for key in keyed.values() if key})
@@ -99,8 +100,10 @@ def whole_jobs(
     kept: list[Candidate] = []
     proposed: dict[str, list[Candidate]] = defaultdict(list)
     for candidate in candidates:
-        key = keyed[candidate.pod]
-        if key in jobs:
+        # Any pod of a job makes the candidate the job's, its companion's too: a pair with
+        # a rank in it would otherwise move that rank on its own, a restart by the back door.
+        key = next((k for pod in candidate.pods if (k := keyed[pod]) in jobs), None)
+        if key is not None:
             proposed[key].append(candidate)
         else:
             kept.append(candidate)
@@ -188,18 +191,28 @@ def _job_move(
     """The job's pods' targets as one candidate (see `_search`), or None when no set of moves
     gains."""
     levels = sorted({target.level for c in proposed for target in c.targets.values()})
-    found = _search(view, movable, levels, rules.protections.honor_soft_spread)
+    honor_soft = rules.protections.honor_soft_spread
     topology = view.topology
-    moved = {
-        pod: domain
-        for pod, domain in found.items()
-        if topology.domain_of(view.cost.locations[pod], domain.level) != domain
-    }
-    if not moved:
+    options = [_search(view, movable, levels, honor_soft)]
+    # Each strategy's own proposals for the job, taken together, compete with the search: a
+    # gang packed into fewest racks can gain more than the search reaches within its work.
+    for strategy in sorted({c.strategy for c in proposed}):
+        options.append(_proposed(view, movable, [c for c in proposed if c.strategy == strategy]))
+    best: tuple[float, dict[str, Domain]] | None = None
+    checker = _JobSearch(view, movable, levels, honor_soft, [0])
+    for found in options:
+        moved = {
+            pod: domain
+            for pod, domain in found.items()
+            if topology.domain_of(view.cost.locations[pod], domain.level) != domain
+        }
+        gain = view.cost.joint_gain(moved) if moved else 0.0
+        better = gain > _GAIN_TOLERANCE and (best is None or gain > best[0] + _GAIN_TOLERANCE)
+        if better and checker.fits(moved):
+            best = (gain, moved)
+    if best is None:
         return None
-    gain = view.cost.joint_gain(moved)
-    if gain <= _GAIN_TOLERANCE:
-        return None
+    gain, moved = best
     first, *rest = moved
     leading = max(proposed, key=lambda c: c.gain)
     return Candidate(
@@ -211,6 +224,28 @@ def _job_move(
         companions=tuple((pod, moved[pod]) for pod in rest),
         job=key,
     )
+
+
+def _proposed(
+    view: ClusterView, movable: list[str], proposed: list[Candidate]
+) -> dict[str, Domain]:
+    """One strategy's proposals for the job's movable pods taken together: each pod to its
+    best target, pods added in order of their own gain while the joint gain grows."""
+    allowed = set(movable)
+    best: dict[str, tuple[float, Domain]] = {}
+    for candidate in proposed:
+        share = candidate.gain / len(candidate.pods)
+        for pod, target in candidate.targets.items():
+            if pod in allowed and (pod not in best or share > best[pod][0]):
+                best[pod] = (share, target)
+    chosen: dict[str, Domain] = {}
+    joint = 0.0
+    for pod, (_gain, target) in sorted(best.items(), key=lambda item: (-item[1][0], item[0])):
+        trial = {**chosen, pod: target}
+        gain = view.cost.joint_gain(trial)
+        if gain > joint + _GAIN_TOLERANCE:
+            chosen, joint = trial, gain
+    return chosen
 
 
 SEARCH_PASSES = 4
@@ -299,7 +334,7 @@ class _JobSearch:
         }
         judged: list[tuple[float, int, dict[str, Domain]]] = []
         for pod in self.movable:
-            if pod in locked:
+            if pod in locked or self.work[0] >= SEARCH_WORK:
                 continue
             for domain in self._domains(pod):
                 for targets in self._steps(pod, domain, locked, where):
@@ -371,6 +406,10 @@ class _JobSearch:
                 yield {pod: domain, other: home}
             elif there == home and other in self.peers[pod]:
                 yield {pod: domain, other: domain}
+
+    def fits(self, targets: dict[str, Domain]) -> bool:
+        """Whether these pods, all moved at once, each find a node in their targets."""
+        return not targets or self._fit(targets) is not None
 
     def _fit(self, targets: dict[str, Domain]) -> dict[str, tuple[Domain, str]] | None:
         """A node in its target for each pod, with the room all of them leave counted free;

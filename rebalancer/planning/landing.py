@@ -23,18 +23,22 @@ from rebalancer.planning.types import Move
 COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"
 KUBEFLOW_REPLICA_TYPE = "training.kubeflow.org/replica-type"
 KUBEFLOW_REPLICA_INDEX = "training.kubeflow.org/replica-index"
+POD_INDEX = "apps.kubernetes.io/pod-index"
+"""A StatefulSet pod's ordinal (Kubernetes 1.28 and later), which its replacement keeps."""
 
 
 def rank_of(labels: Mapping[str, Any], annotations: Mapping[str, Any]) -> str | None:
     """The pod's fixed place in its job, which its replacement carries too: an indexed Job's
-    completion index, a Kubeflow job's replica type and index. None for interchangeable pods."""
+    completion index, a Kubeflow job's replica type and index, a StatefulSet pod's ordinal.
+    None for interchangeable pods."""
     index = annotations.get(COMPLETION_INDEX) or labels.get(COMPLETION_INDEX)
     if isinstance(index, str) and index:
         return index
     kind, number = labels.get(KUBEFLOW_REPLICA_TYPE), labels.get(KUBEFLOW_REPLICA_INDEX)
     if isinstance(kind, str) and isinstance(number, str) and kind and number:
         return f"{kind}/{number}"
-    return None
+    ordinal = labels.get(POD_INDEX)
+    return ordinal if isinstance(ordinal, str) and ordinal else None
 
 
 class Hint(BaseModel):

@@ -101,7 +101,7 @@ class _Cycle:
             # Whatever the method now: a surge under way holds its Deployment.
             if str(pod.workload) in self.surging:
                 return "surge", "a surge of its Deployment is under way"
-            if surged(pod, self.rules):
+            if self.surges(pod, candidate):
                 refused = surge_refusal(pod, self.view.snapshot, self.rules)
                 if refused is None and str(pod.workload) in self.moved_now:
                     refused = "another pod of its Deployment is surged this cycle"
@@ -129,7 +129,7 @@ class _Cycle:
         checks: tuple[tuple[SkipCategory, Callable[[], str | None]], ...] = (
             # A job's limits are checked once, for all its pods, in `attempt`.
             ("limit", lambda: None if candidate.job else self.budget.refusal(self.scopes(pod))),
-            ("pdb", lambda: self.pdb_refusal(pod)),
+            ("pdb", lambda: self.pdb_refusal(pod, candidate)),
             ("spread", lambda: self.spread_refusal(pod, target)),
         )
         for category, check in checks:
@@ -196,7 +196,7 @@ class _Cycle:
     ) -> Move:
         if candidate.job is None:  # a job's moves are spent once, in `attempt`
             self.budget.spend(self.scopes(pod))
-        if not surged(pod, self.rules):  # a surge disrupts nothing
+        if not self.surges(pod, candidate):  # a surge disrupts nothing
             for pdb in self.indexes.pdbs_for(pod):
                 self.pdb_spent[pdb.name] += 1
         self.occupancy.reserve(pod, node)
@@ -228,7 +228,7 @@ class _Cycle:
             strategy=candidate.strategy,
             reason=candidate.reason,
             uid=pod.uid,
-            method="surge" if surged(pod, self.rules) else "evict",
+            method="surge" if self.surges(pod, candidate) else "evict",
             spread_before=self.floor_baseline(pod),
             rank=rank_of(pod.labels, pod.annotations),
             job=candidate.job,
@@ -264,8 +264,14 @@ class _Cycle:
                 category, reason = placed
                 return category, reason if pod_key == candidate.pod else f"{pod_key}: {reason}"
             moves.append(trial.accept(pod, candidate, target, share, placed))
-        if scopes:
+        if candidate.job is not None:
             trial.budget.spend_once(scopes)
+            # Each evicted pod holds its room until it is gone: later candidates may not count
+            # on it, only the job's own replacements, which wait for it.
+            for pod_key in targets:
+                pod = self.view.snapshot.pods[pod_key]
+                assert pod.node_name is not None  # protection_reason: running on a known node
+                trial.occupancy.hold(pod.requests, pod.node_name)
         if trial is not self:
             self.adopt(trial)
         return moves
@@ -306,11 +312,16 @@ class _Cycle:
         self.pdb_spent, self.moved_now = trial.pdb_spent, trial.moved_now
         self.anchored = trial.anchored
 
-    def pdb_refusal(self, pod: Pod) -> str | None:
+    def surges(self, pod: Pod, candidate: Candidate) -> bool:
+        """Whether this move is a surge: a Deployment's pod under `migrate.method: surge`, unless
+        it is a job's, whose pods all go at once (a surge waits for its new pod to be Ready)."""
+        return candidate.job is None and surged(pod, self.rules)
+
+    def pdb_refusal(self, pod: Pod, candidate: Candidate) -> str | None:
         """A surge evicts nothing and keeps as many pods Ready as desired throughout, so it
         needs no disruption allowed unless the policy says so (surge.zero_disruption_pdb)."""
         surge = self.rules.surge
-        if surge is not None and surge.zero_disruption_pdb and surged(pod, self.rules):
+        if surge is not None and surge.zero_disruption_pdb and self.surges(pod, candidate):
             return None
         pdbs = self.indexes.pdbs_for(pod)
         if len(pdbs) > 1:
