@@ -12,6 +12,7 @@ from kubernetes.client.exceptions import ApiException
 
 from harness import builders as b
 from rebalancer.clients.eviction import EvictionExecutor
+from rebalancer.cluster.model import Snapshot
 from rebalancer.cluster.topology import Domain
 from rebalancer.config.resolved import PlanningRules
 from rebalancer.planning.cycle import build_view, plan_cycle, propose
@@ -69,10 +70,20 @@ def _ring_cycle(
         ),
     ]
     snapshot = snapshot_of(objects)
+    return _plan(snapshot, _ring(pod_keys(snapshot, "train-")), state, **policy)
+
+
+def _plan(
+    snapshot: Snapshot,
+    rates: dict[tuple[str, str], float],
+    state: PlannerState | None = None,
+    **policy: Any,
+) -> Plan:
+    """One cycle's plan, persistence met, under the test policy updated by `policy`."""
     outcome = plan_cycle(
         make_policy(**{**POLICY, **policy}),
         snapshot,
-        traffic_of(_ring(pod_keys(snapshot, "train-"))),
+        traffic_of(rates),
         state or PlannerState(),
         now=NOW,
         persistence_required=0,
@@ -202,19 +213,10 @@ def test_a_parameter_server_job_of_three_owners_moves_as_one() -> None:
     snapshot = snapshot_of(objects)
     workers, servers = pod_keys(snapshot, "worker-"), pod_keys(snapshot, "server-")
     rates = {(w, s): 10.0 for w in workers for s in servers}
-    outcome = plan_cycle(
-        make_policy(**POLICY),
-        snapshot,
-        traffic_of(rates),
-        PlannerState(),
-        now=NOW,
-        persistence_required=0,
-    )
-    assert outcome.plan is not None
-    moves = outcome.plan.moves
-    assert {m.job for m in moves} == {"default/bps"}
-    assert set(servers) <= {m.pod for m in moves}  # the servers join the workers' zone
-    assert outcome.plan.after.crossing["zone"] == 0
+    plan = _plan(snapshot, rates)
+    assert {m.job for m in plan.moves} == {"default/bps"}
+    assert set(servers) <= {m.pod for m in plan.moves}  # the servers join the workers' zone
+    assert plan.after.crossing["zone"] == 0
 
 
 def _job_move(pod: str, zone: str) -> Move:
@@ -261,12 +263,8 @@ def test_a_rank_is_never_moved_as_another_pod_s_companion() -> None:
     snapshot = snapshot_of(objects)
     web, ranks = pod_keys(snapshot, "web-"), pod_keys(snapshot, "train-")
     rates = {(web[0], ranks[0]): 100.0, (ranks[0], ranks[1]): 1.0}
-    state = PlannerState(last_moved={"Job/default/train": NOW - 60})
-    outcome = plan_cycle(
-        make_policy(**POLICY), snapshot, traffic_of(rates), state, now=NOW, persistence_required=0
-    )
-    assert outcome.plan is not None
-    assert not {m.pod for m in outcome.plan.moves} & set(ranks)
+    plan = _plan(snapshot, rates, PlannerState(last_moved={"Job/default/train": NOW - 60}))
+    assert not {m.pod for m in plan.moves} & set(ranks)
 
 
 def test_the_room_a_job_leaves_is_not_given_to_other_moves_in_the_cycle() -> None:
@@ -283,16 +281,7 @@ def test_the_room_a_job_leaves_is_not_given_to_other_moves_in_the_cycle() -> Non
     snapshot = snapshot_of(objects)
     ranks, api, web = (pod_keys(snapshot, p) for p in ("train-", "api-", "web-"))
     rates = {(ranks[0], ranks[1]): 10.0, (web[0], api[0]): 5.0}
-    outcome = plan_cycle(
-        make_policy(**POLICY),
-        snapshot,
-        traffic_of(rates),
-        PlannerState(),
-        now=NOW,
-        persistence_required=0,
-    )
-    assert outcome.plan is not None
-    moves = outcome.plan.moves
+    moves = _plan(snapshot, rates).moves
     assert [m.job for m in moves] == ["default/train"]  # the web pod finds no free node
     assert all(m.node != "node-a11" for m in moves)
 
@@ -309,16 +298,8 @@ def test_a_deployment_declared_a_job_is_evicted_whole_even_under_surge() -> None
         *b.deployment_pods("mpi", RING_NODES, cpu="1", mutate_pod=declared),
     ]
     snapshot = snapshot_of(objects)
-    outcome = plan_cycle(
-        make_policy(**POLICY, mode="migrate", migrate={"method": "surge"}),
-        snapshot,
-        traffic_of(_ring(pod_keys(snapshot, "mpi-"))),
-        PlannerState(),
-        now=NOW,
-        persistence_required=0,
-    )
-    assert outcome.plan is not None
-    moves = outcome.plan.moves
+    rates = _ring(pod_keys(snapshot, "mpi-"))
+    moves = _plan(snapshot, rates, mode="migrate", migrate={"method": "surge"}).moves
     assert len(moves) == 2
     assert {(m.method, m.job) for m in moves} == {("evict", "default/mpi")}
 
