@@ -322,3 +322,86 @@ def test_when_a_job_s_first_eviction_fails_the_rest_of_it_stays() -> None:
     assert [o.result for o in outcomes] == ["refused-by-pdb", "cancelled"]
     assert outcomes[1].detail.startswith("job ml/train not moved: its first eviction failed")
     assert recording.evictions == []
+
+
+def _job_object(spec: dict[str, Any], failed: int = 0) -> b.Obj:
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": "train", "namespace": "default"},
+        "spec": spec,
+        "status": {"failed": failed},
+    }
+
+
+@pytest.mark.parametrize(
+    ("spec", "failed", "left", "per_index"),
+    [
+        ({}, 0, 6, None),  # the API's default backoffLimit
+        ({"backoffLimit": 3}, 1, 2, None),
+        ({"backoffLimit": 1}, 4, 0, None),
+        ({"backoffLimitPerIndex": 2}, 0, None, 2),
+        (
+            {
+                "backoffLimit": 0,
+                "podFailurePolicy": {
+                    "rules": [
+                        {
+                            "action": "Ignore",
+                            "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}],
+                        }
+                    ]
+                },
+            },
+            0,
+            None,
+            None,
+        ),
+    ],
+    ids=["default", "some-failed", "spent", "per-index", "evictions-ignored"],
+)
+def test_a_job_s_failure_budget_is_read_from_its_spec_and_status(
+    spec: dict[str, Any], failed: int, left: int | None, per_index: int | None
+) -> None:
+    snapshot = snapshot_of([*grid_nodes(), _job_object(spec, failed), _rank(0, "node-a11")])
+    job = snapshot.workloads[next(iter(snapshot.pods.values())).workload]  # type: ignore[index]
+    assert (job.failures_left, job.failures_per_index) == (left, per_index)
+
+
+@pytest.mark.parametrize(
+    ("spec", "moves"),
+    [({"backoffLimit": 1}, 0), ({"backoffLimit": 2}, 2), ({"backoffLimitPerIndex": 1}, 2)],
+)
+def test_no_job_is_moved_into_failing_by_its_own_evictions(
+    spec: dict[str, Any], moves: int
+) -> None:
+    """The ring's reordering evicts two ranks: two failed pods, which a Job with a
+    backoffLimit of 1 does not survive."""
+    objects = [
+        *grid_nodes(cpu="1"),
+        _job_object(spec),
+        *(_rank(i, node) for i, node in enumerate(RING_NODES)),
+    ]
+    snapshot = snapshot_of(objects)
+    plan = _plan(snapshot, _ring(pod_keys(snapshot, "train-")))
+    assert len(plan.moves) == moves
+    if not moves:
+        assert any("allows 1 more failed pod(s) before it fails" in s.reason for s in plan.skipped)
+
+
+def test_an_index_that_has_failed_its_limit_is_not_evicted_again() -> None:
+    def failed_once(obj: b.Obj) -> None:
+        obj["metadata"]["annotations"]["batch.kubernetes.io/job-index-failure-count"] = "1"
+
+    objects = [
+        *grid_nodes(cpu="1"),
+        _job_object({"backoffLimitPerIndex": 1}),
+        *(_rank(i, node) for i, node in enumerate(RING_NODES)),
+    ]
+    for index, obj in enumerate(objects):
+        if obj["kind"] == "Pod" and obj["metadata"]["name"] in ("train-1", "train-2"):
+            failed_once(obj)
+            objects[index] = obj
+    snapshot = snapshot_of(objects)
+    plan = _plan(snapshot, _ring(pod_keys(snapshot, "train-")))
+    assert {m.pod for m in plan.moves} & {"default/train-1", "default/train-2"} == set()

@@ -97,6 +97,7 @@ def snapshot_listers(api: client.ApiClient) -> list[tuple[str, str, Callable[...
     """(kind, apiVersion, list function) of every kind a snapshot reads."""
     core, apps, policy = client.CoreV1Api(api), client.AppsV1Api(api), client.PolicyV1Api(api)
     discovery, autoscaling = client.DiscoveryV1Api(api), client.AutoscalingV2Api(api)
+    batch = client.BatchV1Api(api)
     return [
         ("Node", "v1", core.list_node),
         ("Pod", "v1", core.list_pod_for_all_namespaces),
@@ -104,6 +105,7 @@ def snapshot_listers(api: client.ApiClient) -> list[tuple[str, str, Callable[...
         ("ReplicaSet", "apps/v1", apps.list_replica_set_for_all_namespaces),
         ("Deployment", "apps/v1", apps.list_deployment_for_all_namespaces),
         ("StatefulSet", "apps/v1", apps.list_stateful_set_for_all_namespaces),
+        ("Job", "batch/v1", batch.list_job_for_all_namespaces),
         (
             "HorizontalPodAutoscaler",
             "autoscaling/v2",

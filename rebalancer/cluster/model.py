@@ -200,6 +200,13 @@ class Workload:
     one_at_a_time: str | None = None
     """How a Deployment says never to run an extra pod (strategy Recreate, or maxSurge 0), as a
     singleton holding a lock or a ReadWriteOnce volume does; None when it does not."""
+    failures_left: int | None = None
+    """A Job's pods that may still fail before the Job itself fails (backoffLimit minus the
+    failed count): an evicted pod counts as failed. None where evictions do not count (a pod
+    failure policy that ignores DisruptionTarget) or for other kinds."""
+    failures_per_index: int | None = None
+    """A Job's backoffLimitPerIndex: each index fails for good past this many failures (its
+    pods count theirs in the `batch.kubernetes.io/job-index-failure-count` annotation)."""
 
 
 class Endpoint(msgspec.Struct, frozen=True, gc=False):

@@ -259,6 +259,8 @@ def _parse_pod(
 
 def _parse_workload(kind: str, item: WireObject) -> Workload:
     metadata, spec, status = _parts(item)
+    if kind == "Job":
+        return _parse_job(item)
     replicas = 1 if spec.replicas is None else spec.replicas
     return Workload(
         WorkloadRef(kind, metadata.namespace or "default", metadata.name),
@@ -267,6 +269,31 @@ def _parse_workload(kind: str, item: WireObject) -> Workload:
         paused=bool(spec.paused),
         rollout=_rollout(metadata.generation, status, replicas) if kind == "Deployment" else None,
         one_at_a_time=_one_at_a_time(spec.strategy) if kind == "Deployment" else None,
+    )
+
+
+def _parse_job(item: WireObject) -> Workload:
+    """A Job's failure budget: an eviction makes a failed pod, which counts against
+    backoffLimit (default 6) unless a pod failure policy ignores the DisruptionTarget condition
+    the Eviction API sets. How many pods it runs is left unknown (None), as before."""
+    metadata, spec, status = _parts(item)
+    policy = spec.podFailurePolicy
+    ignored = any(
+        rule.action == "Ignore"
+        and any(c.type == "DisruptionTarget" for c in rule.onPodConditions or ())
+        for rule in ((policy.rules or []) if policy is not None else [])
+    )
+    left = None
+    per_index = spec.backoffLimitPerIndex
+    if not ignored and per_index is None:
+        limit = 6 if spec.backoffLimit is None else spec.backoffLimit
+        left = max(limit - (status.failed or 0), 0)
+    return Workload(
+        WorkloadRef("Job", metadata.namespace or "default", metadata.name),
+        None,
+        metadata.annotations or {},
+        failures_left=left,
+        failures_per_index=None if ignored else per_index,
     )
 
 
@@ -471,7 +498,7 @@ def parse_items(
         elif kind == "ReplicaSet":
             key = (metadata.namespace or "default", metadata.name)
             replicaset_owners[key] = _controller_of(metadata)
-        elif kind in {"Deployment", "StatefulSet"}:
+        elif kind in {"Deployment", "StatefulSet", "Job"}:
             workload = _parse_workload(kind, item)
             snapshot.workloads[workload.ref] = workload
         elif kind == "HorizontalPodAutoscaler":

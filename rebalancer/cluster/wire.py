@@ -102,6 +102,20 @@ class WireScaleTarget(msgspec.Struct):
     name: str = ""
 
 
+class WirePodFailureCondition(msgspec.Struct):
+    type: str = ""
+    status: str = ""
+
+
+class WirePodFailureRule(msgspec.Struct):
+    action: str = ""
+    onPodConditions: list[WirePodFailureCondition] | None = None  # noqa: N815
+
+
+class WirePodFailurePolicy(msgspec.Struct):
+    rules: list[WirePodFailureRule] | None = None
+
+
 class WireSpec(msgspec.Struct):
     # Pod
     nodeName: str | None = None  # noqa: N815
@@ -130,6 +144,10 @@ class WireSpec(msgspec.Struct):
     scaleTargetRef: WireScaleTarget | None = None  # noqa: N815
     # Service
     trafficDistribution: str | None = None  # noqa: N815
+    # Job
+    backoffLimit: Annotated[int, msgspec.Meta(ge=0)] | None = None  # noqa: N815
+    backoffLimitPerIndex: Annotated[int, msgspec.Meta(ge=0)] | None = None  # noqa: N815
+    podFailurePolicy: WirePodFailurePolicy | None = None  # noqa: N815
     clusterIP: str | None = None  # noqa: N815
     internalTrafficPolicy: str | None = None  # noqa: N815
 
@@ -148,6 +166,7 @@ class WireStatus(msgspec.Struct):
     # Deployment
     replicas: int | None = None
     updatedReplicas: int | None = None  # noqa: N815
+    failed: Annotated[int, msgspec.Meta(ge=0)] | None = None
 
 
 class WireHint(msgspec.Struct):

@@ -40,6 +40,8 @@ from rebalancer.planning.types import Move, Plan, Skip, SkipCategory
 from rebalancer.strategies.framework import Candidate, ClusterView
 
 _GAIN_TOLERANCE = 1e-9
+INDEX_FAILURES = "batch.kubernetes.io/job-index-failure-count"
+"""On a pod of a Job with backoffLimitPerIndex: how often its index has failed."""
 _MAX_BACKOFF_DOUBLINGS = 5
 
 
@@ -64,6 +66,8 @@ class _Cycle:
     zone_names: Mapping[Location, str | None]
     """Of the candidates' pods' locations."""
     pdb_spent: Counter[str] = field(default_factory=Counter)
+    failures_spent: Counter[WorkloadRef] = field(default_factory=Counter)
+    """Evictions planned per Job: each is a failed pod against its backoffLimit."""
     moved_now: dict[str, list[RecentMove]] = field(default_factory=dict)
     """This cycle's moves by workload, which later moves in it may not undo either."""
     anchored: dict[str, list[Domain]] = field(default_factory=dict)
@@ -130,6 +134,7 @@ class _Cycle:
             # A job's limits are checked once, for all its pods, in `attempt`.
             ("limit", lambda: None if candidate.job else self.budget.refusal(self.scopes(pod))),
             ("pdb", lambda: self.pdb_refusal(pod, candidate)),
+            ("limit", lambda: self.failure_refusal(pod)),
             ("spread", lambda: self.spread_refusal(pod, target)),
         )
         for category, check in checks:
@@ -199,6 +204,8 @@ class _Cycle:
         if not self.surges(pod, candidate):  # a surge disrupts nothing
             for pdb in self.indexes.pdbs_for(pod):
                 self.pdb_spent[pdb.name] += 1
+            if pod.workload is not None and pod.workload.kind == "Job":
+                self.failures_spent[pod.workload] += 1
         self.occupancy.reserve(pod, node)
         self.node_order.reserved(node)
         topology = self.view.topology
@@ -302,6 +309,7 @@ class _Cycle:
             node_order=self.node_order.over(occupancy),
             budget=self.budget.copy(),
             pdb_spent=Counter(self.pdb_spent),
+            failures_spent=Counter(self.failures_spent),
             moved_now={workload: list(moves) for workload, moves in self.moved_now.items()},
             anchored={pod: list(domains) for pod, domains in self.anchored.items()},
         )
@@ -310,7 +318,30 @@ class _Cycle:
         self.cost, self.occupancy, self.budget = trial.cost, trial.occupancy, trial.budget
         self.node_order = trial.node_order
         self.pdb_spent, self.moved_now = trial.pdb_spent, trial.moved_now
+        self.failures_spent = trial.failures_spent
         self.anchored = trial.anchored
+
+    def failure_refusal(self, pod: Pod) -> str | None:
+        """An evicted pod of a Job counts as failed: the Job itself would fail past its
+        backoffLimit, or the pod's index past backoffLimitPerIndex."""
+        if pod.workload is None or pod.workload.kind != "Job":
+            return None
+        job = self.view.snapshot.workloads.get(pod.workload)
+        if job is None:
+            return None
+        left = job.failures_left
+        if left is not None and self.failures_spent[pod.workload] + 1 > left:
+            return (
+                f"Job {pod.workload.name} allows {left} more failed pod(s) before it fails, and "
+                "an evicted pod counts as failed"
+            )
+        per_index = job.failures_per_index
+        if per_index is not None:
+            failed = pod.annotations.get(INDEX_FAILURES, "0")
+            count = int(failed) if failed.isdigit() else per_index
+            if count + 1 > per_index:
+                return f"its index would fail for good past backoffLimitPerIndex {per_index}"
+        return None
 
     def surges(self, pod: Pod, candidate: Candidate) -> bool:
         """Whether this move is a surge: a Deployment's pod under `migrate.method: surge`, unless
