@@ -255,7 +255,7 @@ def _job(gang: Gang) -> dict[str, Any]:
         "spec": {
             "parallelism": MEMBERS,
             "completions": MEMBERS,
-            "backoffLimit": 0,
+            "backoffLimit": MEMBERS,  # room to evict every member: an evicted pod counts as failed
             "template": {
                 "metadata": {"labels": gang.labels, "annotations": gang.annotations},
                 "spec": spec,
