@@ -405,3 +405,10 @@ def test_an_index_that_has_failed_its_limit_is_not_evicted_again() -> None:
     snapshot = snapshot_of(objects)
     plan = _plan(snapshot, _ring(pod_keys(snapshot, "train-")))
     assert {m.pod for m in plan.moves} & {"default/train-1", "default/train-2"} == set()
+
+
+def test_a_job_missing_from_the_snapshot_allows_the_api_s_default_failures() -> None:
+    snapshot = snapshot_of([*grid_nodes(), _rank(0, "node-a11")])
+    [pod] = snapshot.pods.values()
+    assert pod.workload is not None
+    assert snapshot.workloads[pod.workload].failures_left == 6

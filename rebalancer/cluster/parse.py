@@ -272,6 +272,10 @@ def _parse_workload(kind: str, item: WireObject) -> Workload:
     )
 
 
+DEFAULT_BACKOFF_LIMIT = 6
+"""A Job's spec.backoffLimit when it sets none."""
+
+
 def _parse_job(item: WireObject) -> Workload:
     """A Job's failure budget: an eviction makes a failed pod, which counts against
     backoffLimit (default 6) unless a pod failure policy ignores the DisruptionTarget condition
@@ -286,7 +290,7 @@ def _parse_job(item: WireObject) -> Workload:
     left = None
     per_index = spec.backoffLimitPerIndex
     if not ignored and per_index is None:
-        limit = 6 if spec.backoffLimit is None else spec.backoffLimit
+        limit = DEFAULT_BACKOFF_LIMIT if spec.backoffLimit is None else spec.backoffLimit
         left = max(limit - (status.failed or 0), 0)
     return Workload(
         WorkloadRef("Job", metadata.namespace or "default", metadata.name),
@@ -521,7 +525,9 @@ def parse_items(
     for _item, _owner, pod in read_now.values():
         snapshot.pods[pod.key] = pod
         if pod.workload is not None and pod.workload not in snapshot.workloads:
-            snapshot.workloads[pod.workload] = Workload(pod.workload, None, {})
+            # A Job not listed (a snapshot file without Jobs) allows the API's default failures.
+            left = DEFAULT_BACKOFF_LIMIT if pod.workload.kind == "Job" else None
+            snapshot.workloads[pod.workload] = Workload(pod.workload, None, {}, failures_left=left)
     refuse_duplicates(origin, snapshot, node_names, [pod for _i, _o, pod in read_now.values()])
     if pods_read is not None:
         pods_read.by_object = read_now
