@@ -8,6 +8,8 @@ bench/results/quality.md and quality.json."""
 
 from __future__ import annotations
 
+import argparse
+import json
 import time
 from pathlib import Path
 from typing import Any
@@ -16,7 +18,7 @@ from bench import suite
 from harness.invariants import undoing_moves
 from rebalancer.config.policy import parse_policy
 from rebalancer.planning.state import remembered
-from rebalancer.simulator.results import SimulationResult, result_json
+from rebalancer.simulator.results import Optimum, SimulationResult, result_json
 from rebalancer.simulator.run import DEFAULT_POLICY, naive_baseline, simulate
 from rebalancer.simulator.scenario import Scenario, load_scenario
 
@@ -57,18 +59,37 @@ def _highest_rise(result: SimulationResult) -> float:
 
 
 def _flaps(result: SimulationResult) -> int:
-    """Moves that undo an earlier move of the same workload, at any distance in time."""
-    moves = [(remembered(move, at), move.origin) for move, at in result.moves if move.workload]
-    return len(undoing_moves(moves, float("inf")))
+    """Moves that undo an earlier move of the same workload, at any distance in time. A job's
+    moves of one cycle are one decision (two ranks may swap racks): one of them undoes only a
+    move of an earlier cycle."""
+    moves = [(move, at) for move, at in result.moves if move.workload]
+    alone = [(remembered(move, at), move.origin) for move, at in moves if move.job is None]
+    jobs = [(remembered(move, at), move.origin) for move, at in moves if move.job is not None]
+    return len(undoing_moves(alone, float("inf"))) + len(
+        undoing_moves(jobs, float("inf"), earlier_cycles_only=True)
+    )
 
 
 def _job_restarts(scenario: Scenario, result: SimulationResult) -> int:
-    """Cycles in which a Job lost pods, per Job: each restarts a non-elastic job whole."""
+    """Cycles in which a job lost pods, per job: each restarts a non-elastic job whole. A job
+    is a Job, or the jobs the planner moved as one (a parameter server's workers and servers,
+    two Jobs, restart together)."""
     jobs = {w.key for w in scenario.workloads if w.kind == "Job"}
-    return sum(1 for row in result.cycles for workload in row.moved if workload in jobs)
+    moved_as = {
+        (move.workload or "").split("/", 1)[-1]: move.job
+        for move, _at in result.moves
+        if move.job is not None
+    }
+    return sum(
+        len({moved_as.get(workload) or workload for workload in row.moved if workload in jobs})
+        for row in result.cycles
+    )
 
 
-def measure_scenario(path: Path, cycles: int, seed: int) -> dict[str, Any]:
+def measure_scenario(
+    path: Path, cycles: int, seed: int, known: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """The scenario's runs, held against its optima: solved, or `known` from an earlier run."""
     scenario = load_scenario(path)
     policy = parse_policy(DEFAULT_POLICY, "built-in")
     started = time.perf_counter()
@@ -76,7 +97,7 @@ def measure_scenario(path: Path, cycles: int, seed: int) -> dict[str, Any]:
         "naive": naive_baseline(scenario, policy, seed=seed),
         "evict": simulate(scenario, policy, cycles=cycles, mode="evict", seed=seed),
         "migrate": simulate(
-            scenario, policy, cycles=cycles, mode="migrate", seed=seed, optimum=True
+            scenario, policy, cycles=cycles, mode="migrate", seed=seed, optimum=known is None
         ),
         "migrate, unpaced": simulate(
             scenario,
@@ -88,6 +109,9 @@ def measure_scenario(path: Path, cycles: int, seed: int) -> dict[str, Any]:
     }
     seconds = time.perf_counter() - started
     fair, free = runs["migrate"].optimum, runs["migrate"].unconstrained
+    if known is not None:
+        fair = _known(known["fair_optimum"], known["fair_optimum_is_exact"], known)
+        free = _known(known["unconstrained_optimum"], True, {})
     before = runs["migrate"].summary()["weighted_cost_before"]
     best = fair.weighted_cost if fair else None
     rows = {}
@@ -115,6 +139,12 @@ def measure_scenario(path: Path, cycles: int, seed: int) -> dict[str, Any]:
         "runs": rows,
         "seconds": round(seconds, 2),
     }
+
+
+def _known(cost: float | None, exact: bool | None, entry: dict[str, Any]) -> Optimum | None:
+    if cost is None:
+        return None
+    return Optimum(cost, entry.get("min_moves_to_optimum"), exact=bool(exact))
 
 
 def _number(value: float | None, pattern: str = "{:.1f}") -> str:
@@ -148,8 +178,15 @@ def table(results: list[dict[str, Any]]) -> str:
 
 
 def main() -> None:
-    args = suite.arguments(__doc__.splitlines()[0], max(CHECKPOINTS))
-    results = suite.measure_each(args, measure_scenario)
+    args = suite.arguments(__doc__.splitlines()[0], max(CHECKPOINTS), _optima_option)
+    known: dict[str, dict[str, Any]] = {}
+    if args.optima_from is not None:
+        known = {entry["scenario"]: entry for entry in json.loads(args.optima_from.read_text())}
+
+    def measure(path: Path, cycles: int, seed: int) -> dict[str, Any]:
+        return measure_scenario(path, cycles, seed, known.get(path.stem) if known else None)
+
+    results = suite.measure_each(args, measure)
     heading = (
         f"# Plan quality against the fair optimum, {args.cycles} cycles, seed {args.seed}\n\n"
         "Written by `make bench-quality`. Weighted cost is traffic x the weight of the widest "
@@ -164,6 +201,15 @@ def main() -> None:
         "workload.\n\n"
     )
     suite.write(args, "quality", heading, table(results), results)
+
+
+def _optima_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--optima-from",
+        type=Path,
+        help="a quality.json whose optima to reuse instead of solving them again (most of the "
+        "run's time): for a change to the planner or the measures, not to the scenarios",
+    )
 
 
 if __name__ == "__main__":

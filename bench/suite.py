@@ -16,8 +16,13 @@ Measure = Callable[[Path, int, int], dict[str, Any]]
 """(scenario file, cycles, seed) -> the scenario's figures, with its `seconds`."""
 
 
-def arguments(description: str, cycles: int) -> argparse.Namespace:
+def arguments(
+    description: str, cycles: int, more: Callable[[argparse.ArgumentParser], None] | None = None
+) -> argparse.Namespace:
+    """The shared command line, and what `more` adds for one benchmark."""
     parser = argparse.ArgumentParser(description=description)
+    if more is not None:
+        more(parser)
     parser.add_argument("--cycles", type=int, default=cycles)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--results", type=Path, default=ROOT / "bench" / "results")

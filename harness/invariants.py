@@ -23,14 +23,21 @@ from rebalancer.simulator.scenario import LEVEL_LABELS, Scenario, domain_counts
 
 
 def undoing_moves(
-    moves: Sequence[tuple[RecentMove, Mapping[str, str]]], cooldown_seconds: float
+    moves: Sequence[tuple[RecentMove, Mapping[str, str]]],
+    cooldown_seconds: float,
+    *,
+    earlier_cycles_only: bool = False,
 ) -> list[str]:
     """Moves (each with the full location its pod left) that undo an earlier move of the same
-    workload within the cooldown: the bounce that must never happen, whatever the traffic does."""
+    workload within the cooldown: the bounce that must never happen, whatever the traffic does.
+    `earlier_cycles_only`: moves made at the same time are one decision (a job's ranks swapping
+    racks), not one undoing the other."""
     ordered = sorted(moves, key=lambda pair: pair[0].at)
     found = []
     for index, (later, origin) in enumerate(ordered):
         for earlier, _origin in ordered[:index]:
+            if earlier_cycles_only and earlier.at == later.at:
+                continue
             recent = later.at - earlier.at < cooldown_seconds
             same = earlier.workload == later.workload
             if recent and same and earlier.undone_by(dict(origin), later.entered):

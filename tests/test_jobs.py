@@ -412,3 +412,11 @@ def test_a_job_missing_from_the_snapshot_allows_the_api_s_default_failures() -> 
     [pod] = snapshot.pods.values()
     assert pod.workload is not None
     assert snapshot.workloads[pod.workload].failures_left == 6
+
+
+def test_in_evict_mode_a_job_is_not_restarted_for_a_placement_it_cannot_be_steered_to() -> None:
+    plan = _ring_cycle(mode="evict")
+    assert plan.moves == ()
+    [skip] = plan.skipped
+    assert skip.category == "protected"
+    assert "restarted only where its pods are steered (migrate mode)" in skip.reason

@@ -36,6 +36,8 @@ class PlanningRules:
     """The level `protections.min_spread` counts domains at."""
     price: Price
     jobs: Jobs
+    steered: bool
+    """Whether replacements are steered to their targets (migrate mode, or its dry run)."""
     surge: Surge | None = None
     """Set when Deployments are moved make-before-break: `migrate.method: surge`, in migrate
     mode or previewed in a dry run."""
@@ -52,6 +54,7 @@ class PlanningRules:
             spread_level=topology.level_index(policy.protections.min_spread.level),
             price=price_of(policy, topology),
             jobs=policy.jobs,
+            steered=policy.mode != "evict",
             surge=(
                 policy.migrate.surge
                 if policy.migrate.method == "surge" and policy.mode != "evict"

@@ -298,6 +298,11 @@ class _Cycle:
         saving over its remaining run pays for the restart."""
         assert candidate.job is not None
         job = self.jobs[candidate.job]
+        if not self.rules.steered:
+            return "protected", (
+                f"job {job.key}: a job is restarted only where its pods are steered (migrate "
+                "mode); evicted, they land wherever the scheduler puts them"
+            )
         return job_refusal(job, worth.gain, self.rules.jobs, self.state.last_moved, self.now)
 
     def trial(self) -> _Cycle:

@@ -228,7 +228,9 @@ GANGS = (
             ),
         ),
     ),
-    Gang("plain-train", None),
+    # Elastic (torchrun elastic): moved pod by pod, so evict mode moves it too; a job that
+    # restarts whole is moved only where its pods are steered (tests/e2e/test_jobs.py).
+    Gang("plain-train", None, annotations={"topology-rebalancer.io/elastic": "true"}),
 )
 
 
