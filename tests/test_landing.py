@@ -6,7 +6,7 @@ import pytest
 
 from harness import builders as b
 from rebalancer.cluster.model import Snapshot
-from rebalancer.planning.landing import Hint, Judged, Landing, hint_for, judge, rank_of
+from rebalancer.planning.landing import Hint, Landing, hint_for, judge, rank_of
 from rebalancer.planning.state import PlannerState
 from tests.conftest import chatty_objects, chatty_rates, make_policy, plan_once, snapshot_of
 
@@ -177,23 +177,3 @@ def test_each_rank_s_landing_is_judged_by_the_replacement_of_that_rank() -> None
         ("default/aa", "landed-in-target"),
     ]
     assert pending == []
-
-
-def test_a_job_s_ranks_evicted_in_one_cycle_count_as_one_landing() -> None:
-    """Four ranks that all missed are one miss, not four: the job backs off one cooldown, not
-    eight; and one rank that missed among landed ones is still a miss."""
-    hint = landing().hint
-    judged = [
-        Judged(Landing(hint=hint, evicted_pod=f"default/r{i}", evicted_at=EVICTED_AT), result)
-        for i in range(4)
-        for result in ("landed-elsewhere",)
-    ]
-    assert PlannerState().with_landings(judged, []).misses == {"Deployment/default/web": 1}
-    mixed = [
-        Judged(judged[0].landing, "landed-in-target"),
-        Judged(judged[1].landing, "landed-elsewhere"),
-    ]
-    assert PlannerState().with_landings(mixed, []).misses == {"Deployment/default/web": 1}
-    landed = [Judged(judged[0].landing, "landed-in-target")]
-    state = PlannerState(misses={"Deployment/default/web": 2})
-    assert state.with_landings(landed, []).misses == {}

@@ -293,8 +293,7 @@ class Cooldown(Strict):
     per_workload_seconds: Annotated[float, Field(ge=0)] = 900
     """For this long after a workload was moved, none of its pods may leave the domain it was
     moved into, nor enter the one it was moved out of. After replacements miss their target it
-    also waits this long since its last move, doubling with each miss in a row (the
-    replacements of one cycle's evictions of it, a job's ranks, count as one)."""
+    also waits this long since its last move, doubling with each miss in a row."""
 
 
 class Jobs(Strict):

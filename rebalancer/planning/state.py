@@ -118,15 +118,9 @@ class PlannerState(BaseModel):
         return memory.domains
 
     def with_landings(self, judged: Iterable[Judged], pending: list[Landing]) -> PlannerState:
-        """The judged landings counted: a workload's evictions of one cycle (a job's ranks,
-        moved whole) count as one landing, in its target only if all of them are."""
         misses = dict(self.misses)
-        batches: dict[tuple[str, float], bool] = {}
         for item in judged:
-            key = (item.landing.hint.workload, item.landing.evicted_at)
-            batches[key] = batches.get(key, True) and item.result == "landed-in-target"
-        for (workload, _at), landed in sorted(batches.items()):
-            _count_landing(misses, workload, landed)
+            _count_landing(misses, item.landing.hint.workload, item.result == "landed-in-target")
         return self.model_copy(update={"landings": pending, "misses": misses})
 
     def awaiting(self, landings: Iterable[Landing]) -> PlannerState:
