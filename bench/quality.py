@@ -196,9 +196,10 @@ def main() -> None:
         "unconstrained optimum, when higher) stands in (marked), so capture is conservative "
         "there. "
         "Captured is (cost before - cost after) / (cost before - fair optimum). Job restarts "
-        "count the cycles in which a Job lost pods; highest rise is the most the cost stood "
-        "above its lowest value so far; flaps are moves that undo an earlier move of the same "
-        "workload.\n\n"
+        "count the cycles in which a job lost pods, once per job (its Jobs together); highest "
+        "rise is the most the cost stood above its lowest value so far; flaps are moves that "
+        "undo an earlier move of the same workload (a job's moves of one cycle are one "
+        "decision).\n\n"
     )
     suite.write(args, "quality", heading, table(results), results)
 

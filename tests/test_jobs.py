@@ -265,6 +265,9 @@ def test_a_rank_is_never_moved_as_another_pod_s_companion() -> None:
     rates = {(web[0], ranks[0]): 100.0, (ranks[0], ranks[1]): 1.0}
     plan = _plan(snapshot, rates, PlannerState(last_moved={"Job/default/train": NOW - 60}))
     assert not {m.pod for m in plan.moves} & set(ranks)
+    # Not held back: the job's own search finds no move of its ranks that pays, and the pair
+    # is not made as the job's move either.
+    assert not {m.pod for m in _plan(snapshot, rates).moves} & set(ranks)
 
 
 def test_the_room_a_job_leaves_is_not_given_to_other_moves_in_the_cycle() -> None:
@@ -324,14 +327,21 @@ def test_when_a_job_s_first_eviction_fails_the_rest_of_it_stays() -> None:
     assert recording.evictions == []
 
 
-def _job_object(spec: dict[str, Any], failed: int = 0) -> b.Obj:
+def _job_object(spec: dict[str, Any], failed: int = 0, **status: Any) -> b.Obj:
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",
         "metadata": {"name": "train", "namespace": "default"},
         "spec": spec,
-        "status": {"failed": failed},
+        "status": {"failed": failed, **status},
     }
+
+
+def _rule(action: str, **on: Any) -> dict[str, Any]:
+    return {"action": action, **on}
+
+
+DISRUPTED = {"onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]}
 
 
 @pytest.mark.parametrize(
@@ -354,7 +364,7 @@ def _job_object(spec: dict[str, Any], failed: int = 0) -> b.Obj:
                 },
             },
             0,
-            None,
+            0,
             None,
         ),
     ],
@@ -363,20 +373,75 @@ def _job_object(spec: dict[str, Any], failed: int = 0) -> b.Obj:
 def test_a_job_s_failure_budget_is_read_from_its_spec_and_status(
     spec: dict[str, Any], failed: int, left: int | None, per_index: int | None
 ) -> None:
-    snapshot = snapshot_of([*grid_nodes(), _job_object(spec, failed), _rank(0, "node-a11")])
-    job = snapshot.workloads[next(iter(snapshot.pods.values())).workload]  # type: ignore[index]
-    assert (job.failures_left, job.failures_per_index) == (left, per_index)
+    _budget_is(_job_object(spec, failed), left, per_index, "podFailurePolicy" not in spec)
+
+
+def _budget_is(
+    job: b.Obj, left: int | None, per_index: int | None, evictions_fail: bool = True
+) -> None:
+    snapshot = snapshot_of([*grid_nodes(), job, _rank(0, "node-a11")])
+    [pod] = snapshot.pods.values()
+    assert pod.workload is not None
+    read = snapshot.workloads[pod.workload]
+    assert (read.failures_left, read.failures_per_index, read.evictions_fail) == (
+        left,
+        per_index,
+        evictions_fail,
+    )
+
+
+FAIL_ON_SIGTERM = _rule("FailJob", onExitCodes={"operator": "In", "values": [143]})
+FAIL_ON_ANY_EXIT = _rule("FailJob", onExitCodes={"operator": "NotIn", "values": [0]})
+IGNORE_OTHER_CODES = _rule("Ignore", onExitCodes={"operator": "In", "values": [42]})
+NOT_DISRUPTED = {"onPodConditions": [{"type": "DisruptionTarget", "status": "False"}]}
+
+
+@pytest.mark.parametrize(
+    ("rules", "left", "per_index", "evictions_fail"),
+    [
+        ([FAIL_ON_SIGTERM, _rule("Ignore", **DISRUPTED)], 0, None, True),
+        ([FAIL_ON_ANY_EXIT, _rule("Ignore", **DISRUPTED)], 0, None, True),
+        ([IGNORE_OTHER_CODES, _rule("Ignore", **DISRUPTED)], 6, None, False),
+        ([_rule("FailIndex", **DISRUPTED)], 6, 0, True),
+        ([_rule("Ignore", **NOT_DISRUPTED)], 6, None, True),
+        ([_rule("Count", **DISRUPTED), _rule("Ignore", **DISRUPTED)], 6, None, True),
+    ],
+    ids=[
+        "fail-on-sigterm-first",
+        "fail-on-any-exit-first",
+        "other-codes-then-ignore",
+        "fail-index",
+        "condition-false",
+        "count-first",
+    ],
+)
+def test_the_first_pod_failure_policy_rule_an_evicted_pod_may_match_decides(
+    rules: list[dict[str, Any]], left: int | None, per_index: int | None, evictions_fail: bool
+) -> None:
+    """`Ignore` spares the evicted pods only: the ranks a restart makes abort count still."""
+    job = _job_object({"podFailurePolicy": {"rules": rules}})
+    _budget_is(job, left, per_index, evictions_fail)
+
+
+def test_pods_terminating_or_failed_but_not_yet_counted_are_failures_already() -> None:
+    job = _job_object(
+        {"backoffLimit": 6, "backoffLimitPerIndex": 2},
+        failed=1,
+        terminating=2,
+        uncountedTerminatedPods={"failed": ["uid-1"]},
+    )
+    _budget_is(job, 2, 2)
 
 
 @pytest.mark.parametrize(
     ("spec", "moves"),
-    [({"backoffLimit": 1}, 0), ({"backoffLimit": 2}, 2), ({"backoffLimitPerIndex": 1}, 2)],
+    [({"backoffLimit": 3}, 0), ({"backoffLimit": 4}, 2), ({"backoffLimitPerIndex": 1}, 2)],
 )
 def test_no_job_is_moved_into_failing_by_its_own_evictions(
     spec: dict[str, Any], moves: int
 ) -> None:
-    """The ring's reordering evicts two ranks: two failed pods, which a Job with a
-    backoffLimit of 1 does not survive."""
+    """The ring's reordering evicts two ranks, and the two left behind abort when their peers
+    go: four failed pods, which a Job with a backoffLimit of 3 does not survive."""
     objects = [
         *grid_nodes(cpu="1"),
         _job_object(spec),
@@ -386,7 +451,7 @@ def test_no_job_is_moved_into_failing_by_its_own_evictions(
     plan = _plan(snapshot, _ring(pod_keys(snapshot, "train-")))
     assert len(plan.moves) == moves
     if not moves:
-        assert any("allows 1 more failed pod(s) before it fails" in s.reason for s in plan.skipped)
+        assert any("its restart fails all 4 pods of Job train" in s.reason for s in plan.skipped)
 
 
 def test_an_index_that_has_failed_its_limit_is_not_evicted_again() -> None:
@@ -404,7 +469,8 @@ def test_an_index_that_has_failed_its_limit_is_not_evicted_again() -> None:
             objects[index] = obj
     snapshot = snapshot_of(objects)
     plan = _plan(snapshot, _ring(pod_keys(snapshot, "train-")))
-    assert {m.pod for m in plan.moves} & {"default/train-1", "default/train-2"} == set()
+    assert plan.moves == ()  # a restart fails every index once more, the spent ones too
+    assert any("would fail an index of Job train for good" in s.reason for s in plan.skipped)
 
 
 def test_a_job_missing_from_the_snapshot_allows_the_api_s_default_failures() -> None:

@@ -53,6 +53,16 @@ def cluster() -> list[b.Obj]:
         "node-c12",
         "node-c22",
     ]
+    # A training Job with room for restarts: one restart fails all its ranks (NCCL aborts).
+    objects.append(
+        {
+            "apiVersion": "batch/v1",
+            "kind": "Job",
+            "metadata": {"name": "resnet", "namespace": "ml"},
+            "spec": {"parallelism": 8, "completions": 8, "backoffLimit": 16},
+            "status": {"active": 8},
+        }
+    )
     for index, node_name in enumerate(gang_nodes):
         objects.append(
             b.pod(

@@ -202,11 +202,13 @@ class Workload:
     singleton holding a lock or a ReadWriteOnce volume does; None when it does not."""
     failures_left: int | None = None
     """A Job's pods that may still fail before the Job itself fails (backoffLimit minus the
-    failed count): an evicted pod counts as failed. None where evictions do not count (a pod
-    failure policy that ignores DisruptionTarget) or for other kinds."""
+    failed count); None for other kinds."""
     failures_per_index: int | None = None
     """A Job's backoffLimitPerIndex: each index fails for good past this many failures (its
     pods count theirs in the `batch.kubernetes.io/job-index-failure-count` annotation)."""
+    evictions_fail: bool = True
+    """Whether an evicted pod of the Job counts as failed: not when its pod failure policy
+    ignores the DisruptionTarget condition. The ranks a restart makes abort count still."""
 
 
 class Endpoint(msgspec.Struct, frozen=True, gc=False):

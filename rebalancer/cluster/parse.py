@@ -1,8 +1,9 @@
 """A Kubernetes `List` (bytes or decoded items) to a Snapshot, purely.
 
 The input is exactly what `kubectl get nodes,pods,poddisruptionbudgets,replicasets,deployments,
-statefulsets,services,endpointslices -A -o json` prints, and also what the API client returns, so
-a user's saved cluster state and the live controller go through the same parser. Every bad value
+statefulsets,jobs,horizontalpodautoscalers,services,endpointslices -A -o json` prints, and also
+what the API client returns, so a user's saved cluster state and the live controller go through
+the same parser. Every bad value
 is an InputError that names the item and the field.
 """
 
@@ -42,6 +43,7 @@ from rebalancer.cluster.wire import (
     WireMetadata,
     WireObject,
     WirePodAffinity,
+    WirePodFailurePolicy,
     WireQuantities,
     WireSpec,
     WireStatus,
@@ -277,28 +279,66 @@ DEFAULT_BACKOFF_LIMIT = 6
 
 
 def _parse_job(item: WireObject) -> Workload:
-    """A Job's failure budget: an eviction makes a failed pod, which counts against
-    backoffLimit (default 6) unless a pod failure policy ignores the DisruptionTarget condition
-    the Eviction API sets. How many pods it runs is left unknown (None), as before."""
+    """A Job's failure budget: an evicted pod fails, and counts against backoffLimit (default
+    6), unless the first rule of its pod failure policy that an evicted pod matches says
+    otherwise. Pods terminating and failures not yet counted are taken as failed already. How
+    many pods it runs is left unknown (None), as before."""
     metadata, spec, status = _parts(item)
-    policy = spec.podFailurePolicy
-    ignored = any(
-        rule.action == "Ignore"
-        and any(c.type == "DisruptionTarget" for c in rule.onPodConditions or ())
-        for rule in ((policy.rules or []) if policy is not None else [])
+    action = _eviction_action(spec.podFailurePolicy)
+    ref = WorkloadRef("Job", metadata.namespace or "default", metadata.name)
+    uncounted = status.uncountedTerminatedPods
+    failed = (
+        (status.failed or 0)
+        + (status.terminating or 0)
+        + len((uncounted.failed or []) if uncounted is not None else [])
     )
     left = None
-    per_index = spec.backoffLimitPerIndex
-    if not ignored and per_index is None:
+    if spec.backoffLimit is not None or spec.backoffLimitPerIndex is None:
         limit = DEFAULT_BACKOFF_LIMIT if spec.backoffLimit is None else spec.backoffLimit
-        left = max(limit - (status.failed or 0), 0)
+        left = max(limit - failed, 0)
+    per_index = spec.backoffLimitPerIndex
+    if action in ("FailJob", "FailIndex"):
+        left, per_index = (0, per_index) if action == "FailJob" else (left, 0)
     return Workload(
-        WorkloadRef("Job", metadata.namespace or "default", metadata.name),
+        ref,
         None,
         metadata.annotations or {},
         failures_left=left,
-        failures_per_index=None if ignored else per_index,
+        failures_per_index=per_index,
+        evictions_fail=action != "Ignore",
     )
+
+
+_EVICTED_EXIT_CODES = frozenset({137, 143})
+"""What an evicted container exits with: SIGKILL after the grace period, or SIGTERM."""
+
+
+_SEVERITY = ("Ignore", "Count", "FailIndex", "FailJob")
+
+
+def _eviction_action(policy: WirePodFailurePolicy | None) -> str:
+    """What the Job controller does with an evicted pod under its pod failure policy: it takes
+    the first rule that matches, `Count` when none does. An evicted pod surely carries the
+    DisruptionTarget condition; its containers may exit with 137 or 143, so a rule on those
+    codes may match first: the worst action that may apply is taken."""
+    worst = "Ignore"
+    for rule in (policy.rules or []) if policy is not None else []:
+        surely = any(
+            c.type == "DisruptionTarget" and c.status in ("", "True")
+            for c in rule.onPodConditions or ()
+        )
+        codes = rule.onExitCodes
+        maybe = codes is not None and (
+            bool(_EVICTED_EXIT_CODES & set(codes.values or ()))
+            if codes.operator == "In"
+            else not set(codes.values or ()) >= _EVICTED_EXIT_CODES
+        )
+        action = rule.action if rule.action in _SEVERITY else "FailJob"  # unknown: the worst
+        if surely or maybe:
+            worst = max(worst, action, key=_SEVERITY.index)
+        if surely:
+            return worst
+    return max(worst, "Count", key=_SEVERITY.index)
 
 
 def _one_at_a_time(strategy: dict[str, Any] | None) -> str | None:

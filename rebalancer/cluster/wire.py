@@ -107,9 +107,15 @@ class WirePodFailureCondition(msgspec.Struct):
     status: str = ""
 
 
+class WireExitCodes(msgspec.Struct):
+    operator: str = ""
+    values: list[int] | None = None
+
+
 class WirePodFailureRule(msgspec.Struct):
     action: str = ""
     onPodConditions: list[WirePodFailureCondition] | None = None  # noqa: N815
+    onExitCodes: WireExitCodes | None = None  # noqa: N815
 
 
 class WirePodFailurePolicy(msgspec.Struct):
@@ -157,6 +163,10 @@ class WireCondition(msgspec.Struct):
     status: str = ""
 
 
+class WireUncounted(msgspec.Struct):
+    failed: list[str] | None = None
+
+
 class WireStatus(msgspec.Struct):
     phase: str | None = None
     conditions: list[WireCondition] | None = None
@@ -167,6 +177,8 @@ class WireStatus(msgspec.Struct):
     replicas: int | None = None
     updatedReplicas: int | None = None  # noqa: N815
     failed: Annotated[int, msgspec.Meta(ge=0)] | None = None
+    terminating: Annotated[int, msgspec.Meta(ge=0)] | None = None
+    uncountedTerminatedPods: WireUncounted | None = None  # noqa: N815
 
 
 class WireHint(msgspec.Struct):

@@ -12,6 +12,7 @@ candidates out.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 from collections import defaultdict
 from collections.abc import Iterable, Iterator, Mapping
@@ -20,7 +21,7 @@ from dataclasses import dataclass
 import msgspec
 
 from rebalancer.cluster.fit import rejection
-from rebalancer.cluster.model import Pod
+from rebalancer.cluster.model import Pod, WorkloadRef
 from rebalancer.cluster.topology import Domain
 from rebalancer.config.resolved import PlanningRules
 from rebalancer.config.sections import Jobs
@@ -51,10 +52,15 @@ class Job:
     """`namespace/name`: the group label's value, else the owner's name."""
     workloads: tuple[str, ...]
     """Its owners, whose last move tells when the rebalancer last restarted it."""
+    owners: tuple[WorkloadRef, ...]
+    """The same owners, whose pods all restart with the job: a Job's count as failed."""
     cost: float
     """Its weighted traffic now, each pair counted once."""
     ends: float | None
     """Unix seconds from the expected-end annotation of any of its pods; None when none says."""
+    stays: str | None = None
+    """Why no set of its pods' moves was found, when none was: its candidate is then only its
+    best proposal, for the plan to say why the job stays."""
 
 
 def job_key(pod: Pod, settings: Jobs) -> str | None:
@@ -115,11 +121,18 @@ def whole_jobs(
             if protection_reason(pods[pod], view.snapshot, indexes, rules) is None
         ]
         merged = None
-        if _restarted_since(jobs[key], settings, last_moved, now) is None:
+        # Not searched where it would be refused anyway: restarted lately, or unsteered.
+        held = (
+            not rules.steered or _restarted_since(jobs[key], settings, last_moved, now) is not None
+        )
+        if not held:
             merged = _job_move(view, key, movable, job_candidates, rules)
         if merged is None:  # the best proposal alone, for the plan to say why it stays
             leading = max(job_candidates, key=lambda c: (c.gain, c.pod))
             merged = msgspec.structs.replace(leading, job=key)
+            if not held:
+                stays = "no set of moves of its pods that may move gains and fits"
+                jobs[key] = dataclasses.replace(jobs[key], stays=stays)
         kept.append(merged)
     return kept, jobs
 
@@ -159,8 +172,17 @@ def _job(view: ClusterView, key: str, members: list[str]) -> Job:
             if peer in inside and peer < pod:
                 continue  # counted from the other end
             total += rate * view.topology.distance(here, cost.locations[peer])
-    workloads = sorted({str(pods[pod].workload) for pod in members if pods[pod].workload})
-    return Job(key, tuple(workloads), total, _expected_end(pods[pod] for pod in members))
+    owners = sorted(
+        {w for pod in members if (w := pods[pod].workload) is not None},
+        key=lambda ref: (ref.kind, ref.namespace, ref.name),
+    )
+    return Job(
+        key,
+        tuple(str(ref) for ref in owners),
+        tuple(owners),
+        total,
+        _expected_end(pods[pod] for pod in members),
+    )
 
 
 def _expected_end(pods: Iterable[Pod]) -> float | None:

@@ -134,7 +134,8 @@ class _Cycle:
             # A job's limits are checked once, for all its pods, in `attempt`.
             ("limit", lambda: None if candidate.job else self.budget.refusal(self.scopes(pod))),
             ("pdb", lambda: self.pdb_refusal(pod, candidate)),
-            ("limit", lambda: self.failure_refusal(pod)),
+            # A job's restart fails all of its pods: counted once, in `attempt`.
+            ("limit", lambda: None if candidate.job else self.failure_refusal(pod)),
             ("spread", lambda: self.spread_refusal(pod, target)),
         )
         for category, check in checks:
@@ -204,7 +205,7 @@ class _Cycle:
         if not self.surges(pod, candidate):  # a surge disrupts nothing
             for pdb in self.indexes.pdbs_for(pod):
                 self.pdb_spent[pdb.name] += 1
-            if pod.workload is not None and pod.workload.kind == "Job":
+            if pod.workload is not None and pod.workload.kind == "Job" and not candidate.job:
                 self.failures_spent[pod.workload] += 1
         self.occupancy.reserve(pod, node)
         self.node_order.reserved(node)
@@ -248,11 +249,23 @@ class _Cycle:
         """All of the candidate's moves, or why not. A joint move is tried on a copy of the
         cycle's models and budgets, so a refusal of its last pod undoes nothing by hand."""
         targets = candidate.targets
+        failing: Counter[WorkloadRef] = Counter()
         scopes: dict[tuple[str, str], None] = {}
         if candidate.job is not None:
             refused = self.job_refusal(candidate, worth)
             if refused is not None:
                 return refused
+            stays = self.jobs[candidate.job].stays
+            if stays is not None:
+                lead = self.view.snapshot.pods[candidate.pod]
+                protected = protection_reason(lead, self.view.snapshot, self.indexes, self.rules)
+                if protected is not None:
+                    return "protected", protected
+                return "no-fit", f"job {candidate.job}: {stays}"
+            costs = self.restart_failures(self.jobs[candidate.job], targets)
+            if isinstance(costs, str):
+                return "limit", costs
+            failing = costs
             pods = self.view.snapshot.pods
             scopes = dict.fromkeys(item for p in targets for item in self.scopes(pods[p]).items())
             over = self.budget.refusal_once(scopes)
@@ -273,12 +286,14 @@ class _Cycle:
             moves.append(trial.accept(pod, candidate, target, share, placed))
         if candidate.job is not None:
             trial.budget.spend_once(scopes)
+            trial.failures_spent.update(failing)
             # Each evicted pod holds its room until it is gone: later candidates may not count
             # on it, only the job's own replacements, which wait for it.
             for pod_key in targets:
                 pod = self.view.snapshot.pods[pod_key]
                 assert pod.node_name is not None  # protection_reason: running on a known node
                 trial.occupancy.hold(pod.requests, pod.node_name)
+                trial.node_order.reserved(pod.node_name)
         if trial is not self:
             self.adopt(trial)
         return moves
@@ -332,7 +347,7 @@ class _Cycle:
         if pod.workload is None or pod.workload.kind != "Job":
             return None
         job = self.view.snapshot.workloads.get(pod.workload)
-        if job is None:
+        if job is None or not job.evictions_fail:
             return None
         left = job.failures_left
         if left is not None and self.failures_spent[pod.workload] + 1 > left:
@@ -341,12 +356,38 @@ class _Cycle:
                 "an evicted pod counts as failed"
             )
         per_index = job.failures_per_index
-        if per_index is not None:
-            failed = pod.annotations.get(INDEX_FAILURES, "0")
-            count = int(failed) if failed.isdigit() else per_index
-            if count + 1 > per_index:
-                return f"its index would fail for good past backoffLimitPerIndex {per_index}"
+        if per_index is not None and _index_failures(pod, per_index) + 1 > per_index:
+            return f"its index would fail for good past backoffLimitPerIndex {per_index}"
         return None
+
+    def restart_failures(self, job: Job, moved: Mapping[str, Domain]) -> Counter[WorkloadRef] | str:
+        """The failed pods a job's restart costs each of its Jobs: all their pods, as the ranks
+        left behind abort when a peer goes (NCCL, MPI), not only those evicted (these not where
+        a pod failure policy ignores evictions); or why a Job cannot afford them."""
+        failing: Counter[WorkloadRef] = Counter()
+        for owner in job.owners:
+            workload = self.view.snapshot.workloads.get(owner)
+            if owner.kind != "Job" or workload is None:
+                continue
+            pods = [p for p in self.indexes.pods_of(owner) if p.phase not in _FINISHED]
+            if not workload.evictions_fail:
+                pods = [p for p in pods if p.key not in moved]
+            left = workload.failures_left
+            if left is not None and self.failures_spent[owner] + len(pods) > left:
+                return (
+                    f"job {job.key}: its restart fails all {len(pods)} pods of Job {owner.name}, "
+                    f"which allows {left} more failed pod(s) before it fails"
+                )
+            per_index = workload.failures_per_index
+            if per_index is not None and any(
+                _index_failures(p, per_index) + 1 > per_index for p in pods
+            ):
+                return (
+                    f"job {job.key}: its restart would fail an index of Job {owner.name} for "
+                    f"good (backoffLimitPerIndex {per_index})"
+                )
+            failing[owner] = len(pods)
+        return failing
 
     def surges(self, pod: Pod, candidate: Candidate) -> bool:
         """Whether this move is a surge: a Deployment's pod under `migrate.method: surge`, unless
@@ -507,6 +548,16 @@ def plan(
         after=cycle.cost.retally(tally, view.cost).figures(topology, price),
         candidates=len(candidates),
     )
+
+
+_FINISHED = frozenset({"Succeeded", "Failed"})
+
+
+def _index_failures(pod: Pod, per_index: int) -> int:
+    """How often the pod's index has failed; the limit itself when the count is unreadable,
+    so that on doubt the index is taken to have no failure left."""
+    failed = pod.annotations.get(INDEX_FAILURES, "0")
+    return int(failed) if failed.isdigit() else per_index
 
 
 def _shared_domain(location: Location, target: Domain) -> Domain | None:
