@@ -132,6 +132,27 @@ def admits(pod: Pod, node: Node) -> bool:
     )
 
 
+def first_fit(
+    pod: Pod,
+    names: Iterable[str],
+    nodes: Mapping[str, Node],
+    occupancy: Occupancy,
+    honor_soft_spread: bool,
+    *,
+    besides: str | None,
+) -> str | None:
+    """The first of these nodes, other than `besides` (where the pod runs now), on which the
+    scheduler would accept the pod; None when there is none."""
+    return next(
+        (
+            name
+            for name in names
+            if name != besides and rejection(pod, nodes[name], occupancy, honor_soft_spread) is None
+        ),
+        None,
+    )
+
+
 def rejection(pod: Pod, node: Node, occupancy: Occupancy, honor_soft_spread: bool) -> str | None:
     """Why the scheduler would refuse `pod` on `node`, or None if it would accept it."""
     if node.unschedulable or not node.ready:

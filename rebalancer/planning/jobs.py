@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import msgspec
 
-from rebalancer.cluster.fit import rejection
+from rebalancer.cluster.fit import first_fit
 from rebalancer.cluster.model import Pod, WorkloadRef
 from rebalancer.cluster.topology import Domain
 from rebalancer.config.resolved import PlanningRules
@@ -443,14 +443,13 @@ class _JobSearch:
             occupancy.release(pods[pod])
         placed: dict[str, tuple[Domain, str]] = {}
         for pod, domain in targets.items():
-            node = next(
-                (
-                    name
-                    for name in self.view.topology.nodes_by_domain.get(domain, [])
-                    if name != were[pod]
-                    and rejection(pods[pod], nodes[name], occupancy, self.honor_soft) is None
-                ),
-                None,
+            node = first_fit(
+                pods[pod],
+                self.view.topology.nodes_by_domain.get(domain, []),
+                nodes,
+                occupancy,
+                self.honor_soft,
+                besides=were[pod],
             )
             if node is None:
                 break

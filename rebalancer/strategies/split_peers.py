@@ -19,7 +19,7 @@ from typing import Annotated
 
 from pydantic import Field
 
-from rebalancer.cluster.fit import rejection
+from rebalancer.cluster.fit import first_fit
 from rebalancer.cluster.model import Pod
 from rebalancer.cluster.topology import Domain
 from rebalancer.cost.model import HeavyDomain
@@ -134,14 +134,13 @@ def _room_for(view: ClusterView, movers: list[Pod], domain: Domain) -> bool:
     the scheduler's rules (soft spread counted as hard: proposing is no place to gamble)."""
     occupancy = view.occupancy.copy() if len(movers) > 1 else view.occupancy
     for index, mover in enumerate(movers):
-        node = next(
-            (
-                name
-                for name in view.topology.nodes_by_domain.get(domain, [])
-                if name != mover.node_name
-                and rejection(mover, view.snapshot.nodes[name], occupancy, True) is None
-            ),
-            None,
+        node = first_fit(
+            mover,
+            view.topology.nodes_by_domain.get(domain, []),
+            view.snapshot.nodes,
+            occupancy,
+            True,
+            besides=mover.node_name,
         )
         if node is None:
             return False
