@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from rebalancer.config.policy import Policy, parse_policy
+from rebalancer.config.resolved import thresholds_of
 from rebalancer.errors import InputError
 from rebalancer.strategies.gang_consolidation import GangConsolidationArgs
 
@@ -188,8 +189,36 @@ traffic:
         ),
         pytest.param(
             "thresholds: {min_gain: .nan}",
-            "p.yaml: thresholds.min_gain: Input should be a finite number",
+            "p.yaml: thresholds.min_gain: expected a finite rate of at least 0, got nan",
             id="nan-threshold",
+        ),
+        pytest.param(
+            "thresholds: {min_pair_rate: -0.5}",
+            "p.yaml: thresholds.min_pair_rate: expected a finite rate of at least 0, got -0.5",
+            id="negative-threshold",
+        ),
+        pytest.param(
+            "thresholds: {min_gain: true}",
+            "p.yaml: thresholds.min_gain: expected a number or a text such as '10KiB/s', got True",
+            id="boolean-threshold",
+        ),
+        pytest.param(
+            "thresholds: {min_gain: 10 quick}",
+            "p.yaml: thresholds.min_gain: unit 'quick' is neither the source's nor a byte rate "
+            "(B/s, GB/s, GiB/s, KB/s, KiB/s, MB/s, MiB/s, bytes/s, flows/s, kB/s)",
+            id="unknown-threshold-unit",
+        ),
+        pytest.param(
+            "thresholds: {min_gain: ten KiB/s}",
+            "p.yaml: thresholds.min_gain: expected a number, or a number and a unit such as "
+            "'10KiB/s' or '0.5 flows/s', got 'ten KiB/s'",
+            id="threshold-without-a-number",
+        ),
+        pytest.param(
+            "thresholds: {min_pair_rate: 1KiB/s}",
+            "p.yaml: thresholds.min_pair_rate: '1KiB/s' is a byte rate, but the source counts "
+            "flows/s: set traffic.bytes_per_unit, or write it in the source's unit",
+            id="byte-threshold-for-flows",
         ),
         pytest.param(
             "strategies: [{name: split-peers, args: {min_share: .inf}}]",
@@ -223,3 +252,32 @@ def test_a_policy_bigger_than_a_configmap_is_refused_unread() -> None:
     text = "# padding\n" * 110_000
     with pytest.raises(InputError, match=r"^p.yaml: 1100000 bytes; a policy is at most 1048576"):
         parse_policy(text, "p.yaml")
+
+
+@pytest.mark.parametrize(
+    ("text", "pair", "gain"),
+    [
+        pytest.param("{}", 0.1, 1.0, id="flows-default"),
+        pytest.param("traffic: {source: istio}", 1024.0, 10240.0, id="bytes-default"),
+        pytest.param(
+            "traffic: {source: istio}\nthresholds: {min_pair_rate: 2, min_gain: 5MB/s}",
+            2.0,
+            5e6,
+            id="bytes-given",
+        ),
+        pytest.param(
+            "traffic: {source: hubble, bytes_per_unit: 2048}\n"
+            "thresholds: {min_pair_rate: 0.5 flows/s, min_gain: '1 MiB/s'}",
+            0.5,
+            512.0,
+            id="bytes-to-flows",
+        ),
+        pytest.param("thresholds: {min_gain: '3'}", 0.1, 3.0, id="text-without-unit"),
+    ],
+)
+def test_thresholds_are_read_in_the_sources_unit(text: str, pair: float, gain: float) -> None:
+    """A bare number is in the source's unit; a byte rate is converted to it; unset thresholds
+    take the unit's defaults, so a bytes source does not act on a tenth of a byte a second."""
+    thresholds = thresholds_of(parse_policy(text, "p.yaml"))
+    assert thresholds.min_pair_rate == pytest.approx(pair)
+    assert thresholds.min_gain == pytest.approx(gain)

@@ -81,10 +81,17 @@ def vm_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path,
 
 @pytest.fixture(scope="module")
 def istio_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, Path, str]]:
-    """The same clients and servers, with traffic that Istio's proxies report per workload."""
-    rates = {("default/client", "default/server"): 180.0, ("default/gone", "default/server"): 5.0}
+    """The same clients and servers, with traffic that Istio's proxies report per workload, in
+    bytes: 180 kB/s between them, and 300 B/s between the two pods of a quiet workload, below
+    the 1 KiB/s a pair needs by default when the source counts bytes."""
+    rates = {
+        ("default/client", "default/server"): 180_000.0,
+        ("default/quiet", "default/quiet"): 300.0,
+        ("default/gone", "default/server"): 5.0,
+    }
+    objects = [*CLIENTS_AND_SERVERS, *b.deployment_pods("quiet", ["node-a22", "node-b22"])]
     workdir = tmp_path_factory.mktemp("prometheus-istio")
-    with watched(workdir, CLIENTS_AND_SERVERS, "istio", rates, ISTIO_TCP_SENT) as files:
+    with watched(workdir, objects, "istio", rates, ISTIO_TCP_SENT) as files:
         yield files
 
 
@@ -113,7 +120,7 @@ def plan(
     [
         ("cluster", {"series": 11, "unmatched": {"unknown-pod": 1}}),
         ("vm_cluster", {"series": 11, "unmatched": {"unknown-pod": 1}}),
-        ("istio_cluster", {"series": 2, "unmatched": {"unknown-workload": 1}}),
+        ("istio_cluster", {"series": 3, "unmatched": {"unknown-workload": 1}}),
     ],
 )
 def test_plan_reads_real_prometheus_and_moves_the_split_pair(
@@ -123,8 +130,9 @@ def test_plan_reads_real_prometheus_and_moves_the_split_pair(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     """9 pod pairs at 20 a second, all crossing zones, as the exporter says: one series each
-    from Hubble (the quiet pair is dropped), or 180 bytes/s between the two workloads from
-    Istio, split over their pods."""
+    from Hubble, or 180 kB/s between the two workloads from Istio, split over their pods. The
+    quiet pair is below the threshold for the source's unit, so it is neither moved nor
+    counted."""
     policy, snapshot, url = request.getfixturevalue(watched_cluster)
     code, document, _err = plan(policy, snapshot, url, capsys)
     assert code == 0
@@ -135,9 +143,11 @@ def test_plan_reads_real_prometheus_and_moves_the_split_pair(
         assert move["from"]["zone"] != move["to"]["zone"]
     figures, predicted = document["figures"], document["predicted"]
     assert isinstance(figures, dict) and isinstance(predicted, dict)
-    assert figures["crossing"]["zone"] == pytest.approx(180.0, rel=0.05)
+    scale = 1000.0 if watched_cluster == "istio_cluster" else 1.0
+    assert figures["crossing"]["zone"] == pytest.approx(180.0 * scale, rel=0.05)
     assert predicted["crossing"]["zone"] < figures["crossing"]["zone"]
     assert document["traffic"] == traffic
+    assert "default/quiet" not in json.dumps(document)
 
 
 def test_with_prometheus_stopped_nothing_is_planned_and_exit_is_3(

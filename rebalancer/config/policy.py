@@ -16,6 +16,7 @@ from pydantic import (
     model_validator,
 )
 
+from rebalancer.config.rates import in_source_unit
 from rebalancer.config.sections import (
     Cooldown,
     CrossZonePrice,
@@ -118,6 +119,18 @@ class Policy(Strict):
         seen = [config.name for config in self.strategies]
         if len(set(seen)) != len(seen):
             raise ValueError(f"strategies: each strategy may appear once, got {seen}")
+        return self
+
+    @model_validator(mode="after")
+    def _thresholds_in_source_unit(self) -> Policy:
+        """A threshold's unit must be one the source's rates convert to."""
+        for name in ("min_pair_rate", "min_gain"):
+            value = getattr(self.thresholds, name)
+            if value is not None:
+                try:
+                    in_source_unit(value, self.traffic.unit, self.traffic.bytes_per_unit)
+                except ValueError as error:
+                    raise ValueError(f"thresholds.{name}: {error}") from None
         return self
 
 

@@ -8,7 +8,8 @@ from dataclasses import dataclass
 
 from rebalancer.cluster.topology import Topology
 from rebalancer.config.policy import Policy
-from rebalancer.config.sections import Jobs, Limits, Protections, Scope, Surge, Thresholds
+from rebalancer.config.rates import BYTES_PER_SECOND, in_source_unit, unit_defaults
+from rebalancer.config.sections import Jobs, Limits, Protections, Scope, Surge
 from rebalancer.cost.figures import Price
 
 
@@ -16,8 +17,33 @@ def price_of(policy: Policy, topology: Topology) -> Price:
     return Price(
         per_gb_cross_zone=policy.price.per_gb_cross_zone,
         bytes_per_unit=policy.traffic.bytes_per_unit
-        or (1.0 if policy.traffic.unit == "bytes/s" else None),
+        or (1.0 if policy.traffic.unit == BYTES_PER_SECOND else None),
         zone_level=topology.level_index(policy.topology.zone_level),
+    )
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    """The policy's thresholds in the traffic source's unit, the unit's defaults filled in."""
+
+    min_pair_rate: float
+    min_gain: float
+    min_gain_ratio: float
+
+
+def thresholds_of(policy: Policy) -> Thresholds:
+    given, unit = policy.thresholds, policy.traffic.unit
+    defaults = unit_defaults(unit)
+
+    def rate(value: float | str | None, default: str) -> float:
+        return in_source_unit(
+            default if value is None else value, unit, policy.traffic.bytes_per_unit
+        )
+
+    return Thresholds(
+        min_pair_rate=rate(given.min_pair_rate, defaults.min_pair_rate),
+        min_gain=rate(given.min_gain, defaults.min_gain),
+        min_gain_ratio=given.min_gain_ratio,
     )
 
 
@@ -47,7 +73,7 @@ class PlanningRules:
         return cls(
             scope=policy.scope,
             protections=policy.protections,
-            thresholds=policy.thresholds,
+            thresholds=thresholds_of(policy),
             limits=policy.limits,
             cooldown_seconds=policy.cooldown.per_workload_seconds,
             zone_level=topology.level_index(policy.topology.zone_level),

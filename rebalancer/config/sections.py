@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from itertools import pairwise
 from typing import Annotated, Any, Literal
@@ -14,6 +15,7 @@ from pydantic import (
 )
 
 from rebalancer.cluster.topology import TopologyLevel
+from rebalancer.config.rates import parse_rate
 from rebalancer.strategies.registry import STRATEGIES, StrategyArgs
 from rebalancer.strict import Strict
 
@@ -175,15 +177,34 @@ class StrategyConfig(Strict):
 
 
 class Thresholds(Strict):
-    """What is too little to act on: low-traffic workloads are left alone by these."""
+    """What is too little to act on: low-traffic workloads are left alone by these. Each rate
+    is a number in the traffic source's unit, or a text with its unit: a byte rate ("10KiB/s",
+    converted through `traffic.bytes_per_unit` for a source that counts something else) or the
+    source's own ("0.5 flows/s")."""
 
-    min_pair_rate: Annotated[float, Field(ge=0)] = 0.1
-    """Pairs below this rate (in the source's unit) are dropped from the graph."""
-    min_gain: Annotated[float, Field(ge=0)] = 1.0
-    """A move must save at least this much weighted traffic (rate x level weight)."""
+    min_pair_rate: float | str | None = None
+    """Pairs below this rate are dropped from the graph. Unset: 0.1 in the source's unit, or
+    1KiB/s when it counts bytes (a tenth of a byte a second would filter nothing)."""
+    min_gain: float | str | None = None
+    """A move must save at least this much weighted traffic (rate x level weight). Unset: 1 in
+    the source's unit, or 10KiB/s when it counts bytes."""
     min_gain_ratio: Annotated[float, Field(ge=0, le=1)] = 0.01
     """...and at least this share of the moving pod's own current weighted cost (its traffic x
     the weight of each level it crosses), so tiny improvements to a pod are left alone."""
+
+    @field_validator("min_pair_rate", "min_gain", mode="before")
+    @classmethod
+    def _a_rate(cls, value: Any) -> Any:
+        """Read as one type, so a bad value gets one message rather than one per member of the
+        union (and true is no number here)."""
+        if value is None:
+            return None
+        if isinstance(value, bool) or not isinstance(value, int | float | str):
+            raise ValueError(f"expected a number or a text such as '10KiB/s', got {value!r}")
+        amount = parse_rate(value).amount
+        if amount < 0 or not math.isfinite(amount):
+            raise ValueError(f"expected a finite rate of at least 0, got {value!r}")
+        return value
 
 
 class LabelSelectorRequirement(Strict):

@@ -20,7 +20,7 @@ from rebalancer.cluster.fit import Occupancy
 from rebalancer.cluster.model import Snapshot
 from rebalancer.cluster.topology import Topology
 from rebalancer.config.policy import Policy
-from rebalancer.config.resolved import PlanningRules
+from rebalancer.config.resolved import PlanningRules, thresholds_of
 from rebalancer.cost.edge_arrays import EdgeArrays
 from rebalancer.cost.figures import Figures, Price
 from rebalancer.cost.model import CostModel
@@ -102,7 +102,7 @@ def cost_model(
         for key, pod in snapshot.pods.items()
         if pod.node_name in node_locations
     }
-    min_pair_rate = policy.thresholds.min_pair_rate
+    min_pair_rate = thresholds_of(policy).min_pair_rate
     if isinstance(traffic, WorkloadTraffic):
         return WorkloadCostModel.of(traffic, topology, locations, min_pair_rate)
     arrays = EdgeArrays.of(traffic, locations, min_pair_rate)
