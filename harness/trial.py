@@ -279,6 +279,17 @@ def live_trial(
             webhook.stop()
 
 
+def scoped(policy: Policy, scenario: Scenario) -> Policy:
+    """The policy with its scope the scenario's own namespaces, whichever they are: the demo
+    policy names the demo's."""
+    namespaces = policy.scope.namespaces.model_copy(
+        update={"include": tuple(sorted({w.namespace for w in scenario.workloads}))}
+    )
+    return policy.model_copy(
+        update={"scope": policy.scope.model_copy(update={"namespaces": namespaces})}
+    )
+
+
 def run_trial(
     scenario: Scenario,
     policy: Policy,

@@ -1,7 +1,8 @@
 """The migrate-mode promise, live: on a chatty pair split across zones and a training gang
 spread over racks, migrate cuts the crossing traffic by 80% or more and lands 90% of its
 replacements where it sent them, while evict mode, run for as many cycles beside it, is shown for
-comparison. In both modes no PDB is broken and the HA ledger keeps its zone spread."""
+comparison. In both modes no PDB is broken and the HA ledger keeps its zone spread. On Sock Shop,
+a microservice system of 27 pods, the live drop is the simulator's, within 20 points."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.trial import TrialSummary, run_trial
+from harness.trial import TrialSummary, run_trial, scoped
 from rebalancer.config.policy import Mode, load_policy
 from rebalancer.simulator.run import simulate
 from rebalancer.simulator.scenario import load_scenario
@@ -21,9 +22,10 @@ CYCLES = 5
 
 
 def _trial(name: str, level: str, mode: Mode, workdir: Path) -> TrialSummary:
+    scenario = load_scenario(EXAMPLES / "scenarios" / f"{name}.yaml")
     summary = run_trial(
-        load_scenario(EXAMPLES / "scenarios" / f"{name}.yaml"),
-        load_policy(EXAMPLES / "demo" / "live-policy.yaml"),
+        scenario,
+        scoped(load_policy(EXAMPLES / "demo" / "live-policy.yaml"), scenario),
         workdir / mode,
         mode=mode,
         cycles=CYCLES,
@@ -57,3 +59,19 @@ def test_migrate_pulls_the_traffic_together_and_lands_its_moves(
     before, after = simulated["crossing_before"][level], simulated["crossing_after"][level]
     print(f"simulated: {level} {before:.1f} -> {after:.1f}, moves {simulated['moves']}")
     assert (before - after) / before == pytest.approx(migrate.drop, abs=0.2)
+
+
+def test_a_microservice_system_moves_live_as_simulated(tmp_path: Path) -> None:
+    """Sock Shop (14 services and its load generator, 27 pods, PDBs), split by the default
+    scheduler over three zones: the controller's migrate cycles on the real control plane drop
+    its cross-zone traffic by what the simulator predicts, within 20 points, and land where
+    they aim."""
+    scenario = load_scenario(EXAMPLES / "scenarios" / "sock-shop.yaml")
+    policy = scoped(load_policy(EXAMPLES / "demo" / "live-policy.yaml"), scenario)
+    live = _trial("sock-shop", "zone", "migrate", tmp_path)
+    simulated = simulate(scenario, policy, cycles=CYCLES, mode="migrate", seed=0).summary()
+    before, after = simulated["crossing_before"]["zone"], simulated["crossing_after"]["zone"]
+    print(f"simulated: zone {before:.1f} -> {after:.1f}, moves {simulated['moves']}")
+    assert live.moves > 0 and before - after > 0
+    assert live.landed / live.judged >= 0.9
+    assert (before - after) / before == pytest.approx(live.drop, abs=0.2)
