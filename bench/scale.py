@@ -4,15 +4,15 @@ For each size (1k nodes / 10k pods / 100k pairs up to 10k / 100k / 1M) and each 
 traffic as Hubble labels it, workload traffic as Istio does) the generator writes the List a
 snapshot is parsed from and the recorded `/api/v1/query` answer. A fresh process then runs the
 cycle's stages in order, timing each and reading the peak RSS when it ends: parsing the answer,
-building the snapshot, mapping traffic to pods, building the graph and cost model, each strategy,
-and planning (with advancing the persistence streaks, as `plan_cycle` does; until 2bbdea1 that
-step, 0.11 s at 100k pods, was left out). The whole cycle is their sum. Other fresh processes
-measure the floor: decoding the same answer with a fast JSON parser and doing nothing else, for
-each of orjson and msgspec's untyped decoder; the floor is the faster one's. (Until d98f23a it
-was orjson's alone, though msgspec decoded these answers in about four fifths of the time.)
-The List is decoded the same way for a second floor: a cycle must read both inputs, so the sum
-of the two floors is the least any cycle could take, which the issue's floor (the answer alone)
-leaves out; with workload traffic the answer is small and the List is most of what is read.
+building the snapshot, mapping traffic to pods, weighing routing, building the graph and cost
+model, each strategy, gathering jobs' moves, planning (with advancing the persistence streaks)
+and finding gangs another scheduler owns, as `plan_cycle` does. The whole cycle is their sum.
+Other fresh processes measure the floor: decoding the same answer with a fast JSON parser and
+doing nothing else, for each of orjson and msgspec's untyped decoder; the floor is the faster
+one's. The List is decoded the same way for a second floor: a cycle must read both inputs, so
+the sum of the two floors is the least any cycle could take, which the issue's floor (the answer
+alone) leaves out; with workload traffic the answer is small and the List is most of what is
+read.
 All run with the cyclic garbage collector paused, as the controller runs its cycle (see
 `collector_paused`), three times by default; the run with the median time is kept. Run with
 `make bench-scale`; writes bench/results/scale.md, scale.json and scale.png.
@@ -47,10 +47,13 @@ from rebalancer.planning.cycle import (
     build_view,
     collector_paused,
     cost_model,
+    gang_level,
     routing_advice,
     service_calls,
     topology_of,
 )
+from rebalancer.planning.jobs import Job, whole_jobs
+from rebalancer.planning.owned_gangs import owned_gangs
 from rebalancer.planning.planner import plan
 from rebalancer.planning.state import PlannerState
 from rebalancer.planning.types import Plan
@@ -67,10 +70,11 @@ SIZES = {
 GRANULARITIES = ("pod", "workload")
 SOURCES = {
     "pod": "traffic: {source: hubble}\n",
-    "workload": "traffic: {source: istio}\n",
+    "workload": "traffic: {source: istio}\nthresholds: {min_pair_rate: 0.1, min_gain: 1}\n",
 }
 """The built-in simulation policy (zone, rack and host; split-peers and gang-consolidation) with
-the source whose labels the answer carries."""
+the source whose labels the answer carries. The workload answer sums the pod answer's rates,
+which are counts, not the bytes Istio counts: its thresholds are the counts' defaults."""
 
 ROOT = Path(__file__).resolve().parents[1]
 T = TypeVar("T")
@@ -125,13 +129,22 @@ def measure_cycle(
         strategy = STRATEGIES[config.name].build(config.args)
         candidates += stages.run(f"strategy {config.name}", lambda s=strategy: s.propose(view))
 
+    rules = PlanningRules.of(policy, view.topology)
+    jobs: dict[str, Job] = {}
+    if policy.jobs.whole:
+        candidates, jobs = stages.run(
+            "jobs", lambda: whole_jobs(view, candidates, rules, PlannerState().last_moved, 0.0)
+        )
+
     def observe_and_plan() -> tuple[PlannerState, Plan]:
         """As `plan_cycle` does: the streaks advanced by this cycle's candidates, then the plan."""
         state = PlannerState().observe(candidates)
-        rules = PlanningRules.of(policy, view.topology)
-        return state, plan(view, candidates, rules, state, now=0.0, persistence_required=1)
+        return state, plan(
+            view, candidates, rules, state, now=0.0, persistence_required=1, jobs=jobs
+        )
 
     state, result = stages.run("plan", observe_and_plan)
+    stages.run("owned gangs", lambda: owned_gangs(view, gang_level(policy, view.topology)))
 
     def figures_today() -> Figures | None:
         """The traffic as routed now, which the plan's own figures are not once rerouted."""
@@ -146,7 +159,9 @@ def measure_cycle(
     lifted = policy.model_copy(update={"limits": Limits(**dict.fromkeys(Limits.model_fields))})
     started = time.perf_counter()
     lifted_rules = PlanningRules.of(lifted, view.topology)
-    unlimited = plan(view, candidates, lifted_rules, state, now=0.0, persistence_required=1)
+    unlimited = plan(
+        view, candidates, lifted_rules, state, now=0.0, persistence_required=1, jobs=jobs
+    )
     return {
         "stages": stages.figures,
         "cycle_seconds": cycle_seconds,
