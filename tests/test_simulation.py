@@ -13,16 +13,25 @@ import pytest
 
 from harness.invariants import crowded_moves, undoing_moves
 from rebalancer.cli import main
+from rebalancer.cluster.model import Pod
+from rebalancer.cluster.topology import ZONE_LABEL, Domain
 from rebalancer.config.policy import Policy, load_policy, parse_policy
 from rebalancer.config.sections import Cooldown, Persistence
 from rebalancer.planning.cycle import topology_of
 from rebalancer.planning.state import remembered
+from rebalancer.planning.types import Move
 from rebalancer.simulator import optimum
 from rebalancer.simulator.bound import lower_bound
 from rebalancer.simulator.cluster import SimulatedCluster
 from rebalancer.simulator.optimum import Rules, solve
 from rebalancer.simulator.results import Optimum, SimulatedMode, result_table
-from rebalancer.simulator.run import DEFAULT_POLICY, naive_baseline, simulate, violations
+from rebalancer.simulator.run import (
+    DEFAULT_POLICY,
+    _Acting,
+    naive_baseline,
+    simulate,
+    violations,
+)
 from rebalancer.simulator.scenario import load_scenario, parse_scenario
 from rebalancer.simulator.scheduler import Scheduler
 
@@ -497,3 +506,38 @@ def test_the_fair_optimum_leaves_pods_without_traffic_where_they_are() -> None:
     )
     assert result.optimum == Optimum(weighted_cost=70.0, min_moves=0)
     assert result.unconstrained is not None and result.unconstrained.weighted_cost < 70.0
+
+
+def test_a_job_s_ranks_evicted_together_are_judged_by_the_pdb_as_the_api_judges_them() -> None:
+    """Four ranks, a PDB of 2: the API server allows two evictions. A job's moves are evicted
+    before any replacement is made, so each eviction must count the pods gone, once."""
+    scenario = parse_scenario(
+        "name: t\nworkloads: [{name: train, kind: Job, replicas: 4, pdb: {min_available: 2}}]",
+        "s",
+    )
+    cluster = SimulatedCluster(scenario, Scheduler(0))
+
+    def rank_move(pod: Pod) -> Move:
+        """A move of the rank to its own zone: where it goes does not matter here."""
+        zone = cluster.snapshot.nodes[pod.node_name or ""].labels[ZONE_LABEL]
+        return Move(
+            pod=pod.key,
+            workload="Job/default/train",
+            origin={},
+            target=Domain(0, (zone,)),
+            destination={},
+            node=pod.node_name or "",
+            target_labels={ZONE_LABEL: zone},
+            controller=("Job", "train"),
+            gain=1.0,
+            strategy="split-peers",
+            reason="test",
+            job="default/train",
+        )
+
+    ranks = sorted(cluster.snapshot.pods.values(), key=lambda pod: pod.key)
+    moves = [rank_move(pod) for pod in ranks[:3]]
+    by_key = {workload.key: workload for workload in scenario.workloads}
+    acting = _Acting(cluster, parse_policy(DEFAULT_POLICY, "p"), "migrate", by_key, 0.0)
+    acting.make(moves)
+    assert (len(acting.evicted), acting.refused) == (2, 1)

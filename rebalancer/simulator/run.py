@@ -197,7 +197,9 @@ class _Acting:
     moved: list[str] = field(default_factory=list)
     landed: int = 0
     refused: int = 0
-    disrupted: Counter[str] = field(default_factory=Counter)
+    fresh: Counter[str] = field(default_factory=Counter)
+    """Per workload, the replacements made this cycle that the simulator has Ready at once,
+    which the API server would not count as healthy yet."""
 
     def make(self, moves: list[Move]) -> None:
         """One move, or all the moves of a job: those are evicted first and replaced after, as
@@ -234,13 +236,11 @@ class _Acting:
         pod removed."""
         cluster = self.cluster
         if (
-            len(cluster.ready_of(workload)) - self.disrupted[workload.key]
-            <= workload.promised_ready
+            len(cluster.ready_of(workload)) - self.fresh[workload.key] <= workload.promised_ready
             and workload.pdb is not None
         ):
             self.refused += 1
             return False
-        self.disrupted[workload.key] += 1
         cluster.remove(move.pod)
         return True
 
@@ -250,6 +250,7 @@ class _Acting:
         if self.mode == "migrate":
             steering = SimulatedSteering(move.target_labels, migrate.required)
         new = cluster.create(workload, _ordinal(old), steering=steering)
+        self.fresh[workload.key] += new.ready
         if new.node_name:
             self.landed += (
                 move.target_labels.items() <= cluster.snapshot.nodes[new.node_name].labels.items()
@@ -371,18 +372,17 @@ def naive_baseline(scenario: Scenario, policy: Policy, *, seed: int) -> Simulati
         }
     )
     evicted = refused = 0
-    disrupted: Counter[str] = Counter()
+    fresh: Counter[str] = Counter()  # as in _Acting
     moved: list[str] = []
     for key in crossing:
         old = cluster.snapshot.pods[key]
         workload = by_key[workload_key(old)]
-        healthy = len(cluster.ready_of(workload)) - disrupted[workload.key]
+        healthy = len(cluster.ready_of(workload)) - fresh[workload.key]
         if workload.pdb is not None and healthy <= workload.promised_ready:
             refused += 1
             continue
-        disrupted[workload.key] += 1
         cluster.remove(key)
-        cluster.create(workload, _ordinal(old), steering=None)
+        fresh[workload.key] += cluster.create(workload, _ordinal(old), steering=None).ready
         evicted += 1
         moved.append(workload.key)
     rows.append(_row(1, cluster, policy, (evicted, 0, refused), tuple(dict.fromkeys(moved))))
