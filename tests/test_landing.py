@@ -177,3 +177,15 @@ def test_each_rank_s_landing_is_judged_by_the_replacement_of_that_rank() -> None
         ("default/aa", "landed-in-target"),
     ]
     assert pending == []
+
+
+def test_state_is_stored_without_unset_fields_so_an_older_controller_reads_it() -> None:
+    """Before ranks, a Hint had no `rank`, and the state models forbid unknown keys: a landing
+    without a rank must be stored without the key, and still read back the same."""
+    ranked = landing().model_copy(update={"hint": landing().hint.model_copy(update={"rank": "3"})})
+    for landings, keys in (([landing()], set()), ([ranked], {"rank"})):
+        state = PlannerState(landings=landings)
+        stored = state.stored()
+        assert ('"rank"' in stored) == ("rank" in keys)
+        assert "null" not in stored
+        assert PlannerState.model_validate_json(stored) == state

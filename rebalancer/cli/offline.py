@@ -80,7 +80,7 @@ def plan(args: argparse.Namespace) -> int:
     )
     if args.state is not None:
         try:
-            args.state.write_text(outcome.state.model_dump_json(indent=2), encoding="utf-8")
+            args.state.write_text(outcome.state.stored(indent=2), encoding="utf-8")
         except OSError as error:
             raise InputError(
                 f"{args.state}: cannot write planner state ({error.strerror})"

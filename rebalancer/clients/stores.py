@@ -115,4 +115,4 @@ class ConfigMapState:
             ) from None
 
     def save(self, state: PlannerState) -> None:
-        self._store.put({STATE_KEY: state.model_dump_json()})
+        self._store.put({STATE_KEY: state.stored()})

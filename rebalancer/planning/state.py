@@ -90,6 +90,13 @@ class PlannerState(BaseModel):
     surges: list[SurgeRecord] = []
     """Surge migrations under way, each at its last step recorded (before the step is made)."""
 
+    def stored(self, indent: int | None = None) -> str:
+        """As the state ConfigMap (or `plan --state`) holds it. Fields left at None are left
+        out: every such field defaults to None, and a controller from before a field was added
+        (its models forbid unknown keys) still reads state written since, a rollback included,
+        where the field is unset."""
+        return self.model_dump_json(indent=indent, exclude_none=True)
+
     def with_surge(self, record: SurgeRecord) -> PlannerState:
         """The record added, or put in place of the one of the same pod."""
         kept = [r for r in self.surges if r.pod != record.pod]
