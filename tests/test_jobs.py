@@ -486,3 +486,42 @@ def test_in_evict_mode_a_job_is_not_restarted_for_a_placement_it_cannot_be_steer
     [skip] = plan.skipped
     assert skip.category == "protected"
     assert "restarted only where its pods are steered (migrate mode)" in skip.reason
+
+
+def _on_failure(rank: b.Obj, restarts: int) -> b.Obj:
+    """The rank under restartPolicy OnFailure, its container restarted `restarts` times."""
+    rank["spec"]["restartPolicy"] = "OnFailure"
+    rank["status"]["containerStatuses"] = [{"name": "worker", "restartCount": restarts}]
+    return rank
+
+
+@pytest.mark.parametrize(
+    ("limit", "restarts", "moves"),
+    [(3, 0, 2), (6, 1, 2), (6, 2, 0), (0, 0, 0)],
+    ids=["evicted-only-fail", "restarts-below-limit", "restarts-reach-limit", "no-restart-at-0"],
+)
+def test_under_on_failure_a_restart_is_charged_the_container_restarts_it_causes(
+    limit: int, restarts: int, moves: int
+) -> None:
+    """The ring's reordering evicts two ranks; the two it leaves restart their containers in
+    place, one restart each, which the Job controller adds to their restarts so far and fails
+    the Job at backoffLimit. Only the evicted pods count as failed."""
+    ranks = [_on_failure(_rank(i, node), restarts) for i, node in enumerate(RING_NODES)]
+    snapshot = snapshot_of([*grid_nodes(cpu="1"), _job_object({"backoffLimit": limit}), *ranks])
+    plan = _plan(snapshot, _ring(pod_keys(snapshot, "train-")))
+    assert len(plan.moves) == moves
+    if not moves:
+        assert any(
+            f"the Job fails at backoffLimit {limit} (restartPolicy OnFailure)" in s.reason
+            for s in plan.skipped
+        )
+
+
+def test_a_pod_s_container_restarts_are_read_from_its_status() -> None:
+    rank = _on_failure(_rank(0, "node-a11"), 2)
+    rank["status"]["containerStatuses"].append({"name": "sidecar", "restartCount": 1})
+    rank["status"]["initContainerStatuses"] = [{"restartCount": 1}]
+    snapshot = snapshot_of([*grid_nodes(), _job_object({"backoffLimit": 4}), rank])
+    [pod] = snapshot.pods.values()
+    assert (pod.restart_policy, pod.restarts) == ("OnFailure", 4)
+    assert pod.workload is not None and snapshot.workloads[pod.workload].backoff_limit == 4

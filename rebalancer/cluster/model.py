@@ -171,6 +171,11 @@ class Pod(msgspec.Struct, frozen=True, gc=False):
     pod_group: str = ""
     """The upstream PodGroup API's group the pod belongs to (spec.schedulingGroup, or 1.35's
     spec.workloadRef); empty for none."""
+    restart_policy: str = ""
+    """spec.restartPolicy; empty where the source gives none."""
+    restarts: int = 0
+    """Its containers' and init containers' restarts, summed: what the Job controller counts
+    against backoffLimit for pods under restartPolicy OnFailure."""
 
     @property
     def key(self) -> str:
@@ -209,6 +214,10 @@ class Workload:
     evictions_fail: bool = True
     """Whether an evicted pod of the Job counts as failed: not when its pod failure policy
     ignores the DisruptionTarget condition. The ranks a restart makes abort count still."""
+    backoff_limit: int | None = None
+    """A Job's backoffLimit (6 when unset), which under restartPolicy OnFailure the restarts
+    of its running pods' containers must stay below; None for other kinds, or a Job limited
+    per index only."""
 
 
 class Endpoint(msgspec.Struct, frozen=True, gc=False):

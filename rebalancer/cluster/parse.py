@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import chain
 from typing import Any
 
 import msgspec
@@ -256,6 +257,13 @@ def _parse_pod(
         uid=metadata.uid or "",
         scheduler_name=spec.schedulerName or "",
         pod_group=_pod_group(spec),
+        restart_policy=spec.restartPolicy or "",
+        restarts=sum(
+            container.restartCount
+            for container in chain(
+                status.containerStatuses or (), status.initContainerStatuses or ()
+            )
+        ),
     )
 
 
@@ -292,7 +300,7 @@ def _parse_job(item: WireObject) -> Workload:
         + (status.terminating or 0)
         + len((uncounted.failed or []) if uncounted is not None else [])
     )
-    left = None
+    left = limit = None
     if spec.backoffLimit is not None or spec.backoffLimitPerIndex is None:
         limit = DEFAULT_BACKOFF_LIMIT if spec.backoffLimit is None else spec.backoffLimit
         left = max(limit - failed, 0)
@@ -306,6 +314,7 @@ def _parse_job(item: WireObject) -> Workload:
         failures_left=left,
         failures_per_index=per_index,
         evictions_fail=action != "Ignore",
+        backoff_limit=limit,
     )
 
 
@@ -567,7 +576,9 @@ def parse_items(
         if pod.workload is not None and pod.workload not in snapshot.workloads:
             # A Job not listed (a snapshot file without Jobs) allows the API's default failures.
             left = DEFAULT_BACKOFF_LIMIT if pod.workload.kind == "Job" else None
-            snapshot.workloads[pod.workload] = Workload(pod.workload, None, {}, failures_left=left)
+            snapshot.workloads[pod.workload] = Workload(
+                pod.workload, None, {}, failures_left=left, backoff_limit=left
+            )
     refuse_duplicates(origin, snapshot, node_names, [pod for _i, _o, pod in read_now.values()])
     if pods_read is not None:
         pods_read.by_object = read_now

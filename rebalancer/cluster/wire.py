@@ -137,6 +137,7 @@ class WireSpec(msgspec.Struct):
     topologySpreadConstraints: list[WireSpreadConstraint] | None = None  # noqa: N815
     priority: int | None = None
     priorityClassName: str | None = None  # noqa: N815
+    restartPolicy: str | None = None  # noqa: N815
     # Node
     taints: list[WireTaint] | None = None
     unschedulable: bool | None = None
@@ -167,8 +168,14 @@ class WireUncounted(msgspec.Struct):
     failed: list[str] | None = None
 
 
+class WireContainerStatus(msgspec.Struct):
+    restartCount: Annotated[int, msgspec.Meta(ge=0)] = 0  # noqa: N815
+
+
 class WireStatus(msgspec.Struct):
     phase: str | None = None
+    containerStatuses: list[WireContainerStatus] | None = None  # noqa: N815
+    initContainerStatuses: list[WireContainerStatus] | None = None  # noqa: N815
     conditions: list[WireCondition] | None = None
     allocatable: WireQuantities | None = None
     disruptionsAllowed: Annotated[int, msgspec.Meta(ge=0)] | None = None  # noqa: N815

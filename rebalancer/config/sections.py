@@ -326,7 +326,8 @@ class Jobs(Strict):
     `topology-rebalancer.io/job: <name>` are one non-elastic job; pods annotated
     `topology-rebalancer.io/elastic: "true"` never are. Gangs another scheduler owns are never
     moved at all. Jobs are moved in migrate mode only (previewed in its dry run), and never
-    past their Jobs' backoffLimit: a restart fails every pod of them."""
+    past their Jobs' backoffLimit: a restart fails every pod of them, or under restartPolicy
+    OnFailure the evicted ones, and restarts the containers of the rest."""
 
     whole: bool = True
     """Move a non-elastic job's pods in one cycle or not at all, counting the disruption once

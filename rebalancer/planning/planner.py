@@ -361,22 +361,33 @@ class _Cycle:
         return None
 
     def restart_failures(self, job: Job, moved: Mapping[str, Domain]) -> Counter[WorkloadRef] | str:
-        """The failed pods a job's restart costs each of its Jobs: all their pods, as the ranks
-        left behind abort when a peer goes (NCCL, MPI), not only those evicted (these not where
-        a pod failure policy ignores evictions); or why a Job cannot afford them."""
+        """The failed pods a job's restart costs each of its Jobs, or why a Job cannot afford
+        them. The ranks left behind abort when a peer goes (NCCL, MPI): under restartPolicy
+        Never they fail too, so all the pods count (the evicted ones not where a pod failure
+        policy ignores evictions); under OnFailure their containers restart in place, which
+        the Job controller counts against backoffLimit instead."""
         failing: Counter[WorkloadRef] = Counter()
         for owner in job.owners:
             workload = self.view.snapshot.workloads.get(owner)
             if owner.kind != "Job" or workload is None:
                 continue
             pods = [p for p in self.indexes.pods_of(owner) if p.phase not in _FINISHED]
-            if not workload.evictions_fail:
-                pods = [p for p in pods if p.key not in moved]
+            evicted = [p for p in pods if p.key in moved]
+            staying = [p for p in pods if p.key not in moved]
+            if any(p.restart_policy == "OnFailure" for p in pods):
+                refused = _restarts_refusal(job, owner.name, workload.backoff_limit, staying)
+                if refused is not None:
+                    return refused
+                pods, what = evicted, f"the {len(evicted)} pods it evicts"
+            elif workload.evictions_fail:
+                what = f"all {len(pods)} pods"
+            else:
+                pods, what = staying, f"the {len(staying)} pods it leaves"
             left = workload.failures_left
             if left is not None and self.failures_spent[owner] + len(pods) > left:
                 return (
-                    f"job {job.key}: its restart fails all {len(pods)} pods of Job {owner.name}, "
-                    f"which allows {left} more failed pod(s) before it fails"
+                    f"job {job.key}: its restart fails {what} of Job {owner.name}, which "
+                    f"allows {left} more failed pod(s) before it fails"
                 )
             per_index = workload.failures_per_index
             if per_index is not None and any(
@@ -551,6 +562,23 @@ def plan(
 
 
 _FINISHED = frozenset({"Succeeded", "Failed"})
+
+
+def _restarts_refusal(job: Job, name: str, limit: int | None, staying: list[Pod]) -> str | None:
+    """Under restartPolicy OnFailure the Job controller fails a Job once the restarts of its
+    running and pending pods' containers reach backoffLimit (pass it, at 0). A restart adds
+    one to each pod it leaves; the evicted pods' replacements start from none."""
+    if limit is None:
+        return None
+    counted = [p for p in staying if p.phase in ("Running", "Pending")]
+    after = sum(p.restarts for p in counted) + len(counted)
+    if after < limit or (limit == 0 and after == 0):
+        return None
+    return (
+        f"job {job.key}: its restart restarts the containers of the {len(counted)} pods of Job "
+        f"{name} it leaves, {after} restarts in all, and the Job fails at backoffLimit {limit} "
+        "(restartPolicy OnFailure)"
+    )
 
 
 def _index_failures(pod: Pod, per_index: int) -> int:

@@ -4,7 +4,12 @@ moves the job whole: the ranks to reorder are evicted together although the per-
 is one, the real Job controller makes each again with its completion index, and our webhook
 steers each replacement to the rack planned for its own rank. The test binds the replacements
 where their affinity points, as a gang scheduler would; the ring then crosses racks as planned,
-and the next cycle judges every landing in its target and does not restart the job again."""
+and the next cycle judges every landing in its target and does not restart the job again.
+
+The Job runs under restartPolicy OnFailure with a backoffLimit of 3: the ranks a restart leaves
+restart their containers in place rather than fail, so the two evictions are its only failed
+pods (under Never all four ranks would fail, and the restart would be refused). The real Job
+controller counts the two and the Job runs on."""
 
 from __future__ import annotations
 
@@ -61,11 +66,11 @@ def _job() -> dict[str, Any]:
             "completionMode": "Indexed",
             "parallelism": RANKS,
             "completions": RANKS,
-            "backoffLimit": 20,
+            "backoffLimit": 3,
             "template": {
                 "spec": {
                     "schedulerName": BINDER,
-                    "restartPolicy": "Never",
+                    "restartPolicy": "OnFailure",
                     "containers": [
                         {
                             "name": "trainer",
@@ -222,4 +227,7 @@ def test_a_ring_is_reordered_whole_in_one_cycle_each_rank_steered_to_its_own_rac
     again = controller.run_cycle()
     assert again.result == "ok", again.detail
     assert again.outcomes == ()  # the job is not restarted again
+    status = client.BatchV1Api(api).read_namespaced_job("ring", NAMESPACE).status
+    assert status is not None and status.failed == len(planned)
+    assert not any(c.type == "Failed" and c.status == "True" for c in status.conditions or ())
     assert controller.metrics.landings.labels("landed-in-target")._value.get() == len(planned)
