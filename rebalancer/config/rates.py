@@ -30,9 +30,6 @@ BYTE_RATES = {
 
 _TEXT = re.compile(r"^\s*((?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?)\s*(\S+)?\s*$")
 
-RateThreshold = float | str | None
-"""As a policy gives it: a number in the source's unit, a text with its unit, or unset."""
-
 
 @dataclass(frozen=True)
 class Rate:

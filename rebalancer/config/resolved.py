@@ -23,7 +23,7 @@ def price_of(policy: Policy, topology: Topology) -> Price:
 
 
 @dataclass(frozen=True)
-class Thresholds:
+class ResolvedThresholds:
     """The policy's thresholds in the traffic source's unit, the unit's defaults filled in."""
 
     min_pair_rate: float
@@ -31,7 +31,7 @@ class Thresholds:
     min_gain_ratio: float
 
 
-def thresholds_of(policy: Policy) -> Thresholds:
+def thresholds_of(policy: Policy) -> ResolvedThresholds:
     given, unit = policy.thresholds, policy.traffic.unit
     defaults = unit_defaults(unit)
 
@@ -40,7 +40,7 @@ def thresholds_of(policy: Policy) -> Thresholds:
             default if value is None else value, unit, policy.traffic.bytes_per_unit
         )
 
-    return Thresholds(
+    return ResolvedThresholds(
         min_pair_rate=rate(given.min_pair_rate, defaults.min_pair_rate),
         min_gain=rate(given.min_gain, defaults.min_gain),
         min_gain_ratio=given.min_gain_ratio,
@@ -53,7 +53,7 @@ class PlanningRules:
 
     scope: Scope
     protections: Protections
-    thresholds: Thresholds
+    thresholds: ResolvedThresholds
     limits: Limits
     cooldown_seconds: float
     zone_level: int
