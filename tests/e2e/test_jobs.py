@@ -27,12 +27,16 @@ from harness.exporter import FlowCounters, serve
 from harness.process import wait_until
 from harness.prometheus import PrometheusServer
 from rebalancer.clients.events import EventRecorder
+from rebalancer.clients.inputs import TrafficInput
 from rebalancer.clients.kube_api import list_raw, read_snapshot
+from rebalancer.clients.prometheus import PrometheusReader
 from rebalancer.clients.stores import ConfigMapState, FixedPolicy
 from rebalancer.config.policy import parse_policy
 from rebalancer.controller.loop import Controller
 from rebalancer.controller.metrics import ControllerMetrics
+from rebalancer.planning.cycle import plan_cycle
 from rebalancer.planning.landing import COMPLETION_INDEX
+from rebalancer.planning.state import PlannerState
 from rebalancer.simulator.scenario import RACK_LABEL
 from rebalancer.webhook.server import WebhookServer
 from tests.conftest import LIVE_POLICY_YAML
@@ -100,6 +104,20 @@ def _ranks(core: client.CoreV1Api) -> dict[int, dict[str, Any]]:
         if not p["metadata"].get("deletionTimestamp")
         and p.get("status", {}).get("phase") not in ("Failed", "Succeeded")
     }
+
+
+def _why_not(controller: Controller) -> str:
+    """What the cycle's plan skipped and why, planned again on what the controller reads: the
+    cause when a cycle moved nothing."""
+    policy, _reloaded = controller.policies.current()
+    snapshot = controller.snapshots()
+    reader = PrometheusReader(controller.prometheus_url, policy.traffic.timeout_seconds)
+    traffic = TrafficInput(policy.traffic, reader).read(snapshot)
+    outcome = plan_cycle(
+        policy, snapshot, traffic, PlannerState(), now=time.time(), persistence_required=1
+    )
+    skipped = outcome.plan.skipped if outcome.plan is not None else ()
+    return "; ".join(f"{s.pod}: {s.reason}" for s in skipped) or str(outcome.failure)
 
 
 def _bind(core: client.CoreV1Api, pod: str, node: str) -> None:
@@ -192,7 +210,8 @@ def test_a_ring_is_reordered_whole_in_one_cycle_each_rank_steered_to_its_own_rac
     assert report.result == "ok", report.detail
     moves = [o.move for o in report.outcomes if o.result == "evicted"]
     # More than the per-workload limit of one, all of the job, in this one cycle.
-    assert len(moves) >= 2 and {m.job for m in moves} == {f"{NAMESPACE}/ring"}
+    assert len(moves) >= 2, _why_not(controller)
+    assert {m.job for m in moves} == {f"{NAMESPACE}/ring"}
     planned = {int(m.rank or "-1"): m.destination["rack"] for m in moves}
     assert len(set(planned.values())) == 2, planned  # the ranks go different ways
 
