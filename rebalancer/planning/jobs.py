@@ -50,10 +50,9 @@ class Job:
 
     key: str
     """`namespace/name`: the group label's value, else the owner's name."""
-    workloads: tuple[str, ...]
-    """Its owners, whose last move tells when the rebalancer last restarted it."""
     owners: tuple[WorkloadRef, ...]
-    """The same owners, whose pods all restart with the job: a Job's count as failed."""
+    """Its owners, whose pods all restart with the job (a Job's count as failed), and whose
+    last move tells when the rebalancer last restarted it."""
     cost: float
     """Its weighted traffic now, each pair counted once."""
     ends: float | None
@@ -176,13 +175,7 @@ def _job(view: ClusterView, key: str, members: list[str]) -> Job:
         {w for pod in members if (w := pods[pod].workload) is not None},
         key=lambda ref: (ref.kind, ref.namespace, ref.name),
     )
-    return Job(
-        key,
-        tuple(str(ref) for ref in owners),
-        tuple(owners),
-        total,
-        _expected_end(pods[pod] for pod in members),
-    )
+    return Job(key, tuple(owners), total, _expected_end(pods[pod] for pod in members))
 
 
 def _expected_end(pods: Iterable[Pod]) -> float | None:
@@ -466,7 +459,7 @@ def _restarted_since(
     job: Job, settings: Jobs, last_moved: Mapping[str, float], now: float
 ) -> float | None:
     """Seconds since the rebalancer last moved the job, when that is within the interval."""
-    since = [now - last_moved[w] for w in job.workloads if w in last_moved]
+    since = [now - last_moved[key] for key in map(str, job.owners) if key in last_moved]
     if since and min(since) < settings.min_interval_seconds:
         return min(since)
     return None
