@@ -13,7 +13,7 @@ import json
 import tempfile
 from pathlib import Path
 
-from harness.trial import Method, TrialSummary, run_trial, scoped
+from harness.trial import Method, TrialSummary, run_trial, scoped, with_method
 from rebalancer.config.policy import Mode, Policy, load_policy
 from rebalancer.simulator.run import simulate
 from rebalancer.simulator.scenario import Scenario, load_scenario
@@ -38,10 +38,7 @@ def simulated_drop(
     scenario: Scenario, policy: Policy, mode: Mode, method: Method, *, cycles: int, level: str
 ) -> float:
     """The drop the simulator predicts for the same run: its scheduler, its landings."""
-    policy = policy.model_copy(
-        update={"migrate": policy.migrate.model_copy(update={"method": method})}
-    )
-    result = simulate(scenario, policy, cycles=cycles, mode=mode, seed=0)
+    result = simulate(scenario, with_method(policy, method), cycles=cycles, mode=mode, seed=0)
     before, after = result.cycles[0].crossing[level], result.cycles[-1].crossing[level]
     return (before - after) / before if before > 0 else 0.0
 

@@ -109,16 +109,15 @@ def measure_scenario(
     }
     seconds = time.perf_counter() - started
     fair, free = runs["migrate"].optimum, runs["migrate"].unconstrained
+    before = runs["migrate"].summary()["weighted_cost_before"]
     if known is not None:
-        start = runs["migrate"].summary()["weighted_cost_before"]
-        if known.get("seed") != seed or abs(known["weighted_cost_before"] - start) > 1e-6:
+        if known.get("seed") != seed or abs(known["weighted_cost_before"] - before) > 1e-6:
             raise SystemExit(
                 f"--optima-from: {scenario.name} was solved for another seed or placement "
                 f"(seed {known.get('seed')}, cost before {known['weighted_cost_before']})"
             )
         fair = _known(known["fair_optimum"], known["fair_optimum_is_exact"], known)
         free = _known(known["unconstrained_optimum"], True, {})
-    before = runs["migrate"].summary()["weighted_cost_before"]
     best = fair.weighted_cost if fair else None
     rows = {}
     for name, result in runs.items():

@@ -279,6 +279,13 @@ def live_trial(
             webhook.stop()
 
 
+def with_method(policy: Policy, method: Method) -> Policy:
+    """The policy with `method` as migrate mode's."""
+    return policy.model_copy(
+        update={"migrate": policy.migrate.model_copy(update={"method": method})}
+    )
+
+
 def scoped(policy: Policy, scenario: Scenario) -> Policy:
     """The policy with its scope the scenario's own namespaces, whichever they are: the demo
     policy names the demo's."""
@@ -302,10 +309,7 @@ def run_trial(
 ) -> TrialSummary:
     """`cycles` cycles in `mode`, all of them, so every mode gets the same number of chances;
     `method` is migrate mode's."""
-    policy = policy.model_copy(
-        update={"migrate": policy.migrate.model_copy(update={"method": method})}
-    )
-    with live_trial(scenario, policy, workdir) as trial:
+    with live_trial(scenario, with_method(policy, method), workdir) as trial:
         before = trial.truth.true_crossing()
         figures = [trial.cycle(number, mode) for number in range(1, cycles + 1)]
         return TrialSummary(
