@@ -1,10 +1,14 @@
 """A training job on the real control plane: an indexed Job whose four ranks talk in a ring,
-placed rank by rank across two racks, each node with room for one rank. One migrate cycle
-moves the job whole: the ranks to reorder are evicted together although the per-workload limit
-is one, the real Job controller makes each again with its completion index, and our webhook
-steers each replacement to the rack planned for its own rank. The test binds the replacements
-where their affinity points, as a gang scheduler would; the ring then crosses racks as planned,
-and the next cycle judges every landing in its target and does not restart the job again.
+placed rank by rank across two racks, each node with room for one rank. The racks are the
+test's own, tainted for the ranks alone: the modules before it leave their pods on the shared
+nodes, and where those take more than a node's room beside a rank, no reordering fits.
+
+One migrate cycle moves the job whole: the ranks to reorder are evicted together although the
+per-workload limit is one, the real Job controller makes each again with its completion index,
+and our webhook steers each replacement to the rack planned for its own rank. The test binds the
+replacements where their affinity points, as a gang scheduler would; the ring then crosses racks
+as planned, and the next cycle judges every landing in its target and does not restart the job
+again.
 
 The Job runs under restartPolicy OnFailure with a backoffLimit of 3: the ranks a restart leaves
 restart their containers in place rather than fail, so the two evictions are its only failed
@@ -37,7 +41,7 @@ from rebalancer.controller.metrics import ControllerMetrics
 from rebalancer.planning.cycle import plan_cycle
 from rebalancer.planning.landing import COMPLETION_INDEX
 from rebalancer.planning.state import PlannerState
-from rebalancer.simulator.scenario import RACK_LABEL
+from rebalancer.simulator.scenario import RACK_LABEL, NodeSpec, node_object
 from rebalancer.webhook.server import WebhookServer
 from tests.conftest import LIVE_POLICY_YAML
 from tests.e2e.setups import acting_policy, serving_webhook
@@ -48,8 +52,15 @@ NAMESPACE = "jobs"
 BINDER = "job-test-binder"
 """The ranks' schedulerName: the default scheduler leaves them, and the test binds them."""
 RANKS = 4
-START = ("node-a11", "node-a21", "node-a12", "node-a22")
-"""Rank i on START[i]: racks r1, r2, r1, r2, so every link of the ring crosses a rack."""
+TAINT = {"key": "topology-rebalancer.test/jobs", "value": "ring", "effect": "NoSchedule"}
+NODES = [
+    NodeSpec(name=f"jobs-{rack}-{n}", zone="zone-jobs", rack=f"rack-{rack}")
+    for rack in ("j1", "j2")
+    for n in (1, 2)
+]
+"""Two racks of two 8-CPU nodes, for the ranks only."""
+START = ("jobs-j1-1", "jobs-j2-1", "jobs-j1-2", "jobs-j2-2")
+"""Rank i on START[i]: racks j1, j2, j1, j2, so every link of the ring crosses a rack."""
 CPU = "5"
 """Of a node's 8: one rank per node, so only a reordering of the ranks helps."""
 POLICY = """
@@ -75,6 +86,7 @@ def _job() -> dict[str, Any]:
                 "spec": {
                     "schedulerName": BINDER,
                     "restartPolicy": "OnFailure",
+                    "tolerations": [{**TAINT, "operator": "Equal"}],
                     "containers": [
                         {
                             "name": "trainer",
@@ -147,8 +159,20 @@ def webhook(cluster: LocalCluster) -> Iterator[WebhookServer]:
 
 
 @pytest.fixture(scope="module")
+def nodes(cluster: LocalCluster) -> Iterator[None]:
+    cluster.add_nodes([{**node_object(n), "spec": {"taints": [TAINT]}} for n in NODES])
+    yield
+    core = client.CoreV1Api(cluster.api_client())
+    for node in NODES:
+        core.delete_node(node.name)
+
+
+@pytest.fixture(scope="module")
 def prometheus(
-    cluster: LocalCluster, webhook: WebhookServer, tmp_path_factory: pytest.TempPathFactory
+    cluster: LocalCluster,
+    nodes: None,
+    webhook: WebhookServer,
+    tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[PrometheusServer]:
     core = client.CoreV1Api(cluster.api_client())
     cluster.apply([_job()])
@@ -179,7 +203,7 @@ def prometheus(
             yield server
         finally:
             server.stop()
-            # The ranks hold most of zone a's nodes: the modules after this one need the room.
+            # Before its nodes go, or the pods on them would be left to the pod GC.
             client.BatchV1Api(cluster.api_client()).delete_namespaced_job(
                 "ring", NAMESPACE, propagation_policy="Background"
             )
