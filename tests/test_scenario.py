@@ -26,6 +26,27 @@ def test_every_example_scenario_loads(path: Path) -> None:
     assert scenario.node_specs() and scenario.workloads
 
 
+PHASED = (
+    BASE + "phase_cycles: 4\ntraffic_phases: [[{source: a, destination: b, rate: 60}], "
+    "[{source: a, destination: b, rate: 20}, {source: b, destination: a, rate: 40}]]"
+)
+
+
+def test_each_phase_is_in_force_for_its_cycles() -> None:
+    scenario = parse_scenario(PHASED, "s")
+    assert [scenario.phase_of(n) for n in range(10)] == [0, 0, 0, 0, 1, 1, 1, 1, 0, 0]
+    assert [f.rate for f in scenario.in_phase(5).traffic] == [20, 40]
+    assert parse_scenario(BASE, "s").phase_of(7) == 0
+
+
+def test_the_phases_averaged_are_each_flow_at_its_share_of_a_period() -> None:
+    averaged = parse_scenario(PHASED, "s").averaged()
+    assert averaged.traffic_phases == ()
+    assert [(f.source, f.rate) for f in averaged.traffic] == [("a", 30), ("a", 10), ("b", 20)]
+    steady = parse_scenario(BASE + "traffic: [{source: a, destination: b, rate: 5}]", "s")
+    assert steady.averaged() is steady
+
+
 def test_grid_nodes_carry_zone_rack_and_host_labels() -> None:
     scenario = parse_scenario(BASE + "nodes: {zones: 2, racks_per_zone: 1, nodes_per_rack: 2}", "s")
     nodes = [node_object(spec) for spec in scenario.node_specs()]
@@ -69,6 +90,10 @@ def test_workloads_become_api_objects_with_pdb_and_spread() -> None:
             "s: traffic_phases.1.0.source: no workload 'z'",
         ),
         (
+            BASE + "phase_cycles: 0",
+            "s: phase_cycles: Input should be greater than or equal to 1",
+        ),
+        (
             BASE + "traffic: [{source: a, destination: b, rate: 0}]",
             "s: traffic.0.rate: Input should be greater than 0",
         ),
@@ -101,6 +126,7 @@ def test_workloads_become_api_objects_with_pdb_and_spread() -> None:
     ids=[
         "unknown-workload",
         "unknown-workload-in-a-phase",
+        "phases-of-no-cycles",
         "zero-rate",
         "bad-routing",
         "pinned-to-itself",

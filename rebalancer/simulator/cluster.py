@@ -135,10 +135,12 @@ class SimulatedCluster:
         """The Services and their endpoints as the EndpointSlice controller keeps them."""
         self.snapshot.services = services(self.scenario, self.placed(), self.distributions)
 
-    def traffic(self) -> PodTraffic:
-        """The scenario's flows for the pods running now, as Prometheus would give them: by pod
-        pair, source to destination, routed through each Service as it is set now."""
-        return PodTraffic.of(pair_rates(self.scenario, self.placed(), self.distributions))
+    def traffic(self, scenario: Scenario | None = None) -> PodTraffic:
+        """The scenario's flows (or those of `scenario`, such as its phases averaged) for the
+        pods running now, as Prometheus would give them: by pod pair, source to destination,
+        routed through each Service as it is set now."""
+        flows = scenario or self.scenario
+        return PodTraffic.of(pair_rates(flows, self.placed(), self.distributions))
 
 
 def _ready(node: dict[str, Any]) -> dict[str, Any]:

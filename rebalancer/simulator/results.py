@@ -41,6 +41,9 @@ class CycleFigures:
     """The scenario workloads (namespace/name) the cycle evicted pods of, once each."""
     rerouted: int = 0
     """Services whose trafficDistribution the cycle changed (simulate with routing changes)."""
+    average_cost: float | None = None
+    """With traffic phases: the weighted cost of the cycle's placement under the phases'
+    traffic averaged over a period, which does not change with the phase in force."""
 
 
 @dataclass(frozen=True)

@@ -67,9 +67,10 @@ def _figure_policy(policy: Policy) -> Policy:
     return policy.model_copy(update={"thresholds": thresholds})
 
 
-def measure(cluster: SimulatedCluster, policy: Policy) -> Figures:
+def measure(cluster: SimulatedCluster, policy: Policy, scenario: Scenario | None = None) -> Figures:
+    """The figures under the cluster's traffic now, or under that of `scenario`."""
     counted = _figure_policy(policy)
-    view = build_view(counted, cluster.snapshot, cluster.traffic())
+    view = build_view(counted, cluster.snapshot, cluster.traffic(scenario))
     return view.cost.figures(cluster.snapshot, price_of(counted, view.topology))
 
 
@@ -110,9 +111,12 @@ def _row(
     moved: tuple[str, ...] = (),
     *,
     rerouted: int = 0,
+    averaged: Scenario | None = None,
 ) -> CycleFigures:
+    """`averaged`: the scenario with its phases averaged, for a phased one."""
     figures = measure(cluster, policy)
     evictions, landed, refused = counts
+    average = None if averaged is None else measure(cluster, policy, averaged).weighted_cost
     return CycleFigures(
         number,
         figures.crossing,
@@ -124,6 +128,7 @@ def _row(
         violations(cluster),
         moved,
         rerouted,
+        average,
     )
 
 
@@ -132,8 +137,8 @@ def _optima(
 ) -> tuple[Optimum | None, Optimum | None]:
     """The fair optimum, under the rules the planner obeys (protected pods and pods without
     traffic above the thresholds stay, soft spread as the policy honours it, the HA floor), and
-    the unconstrained one beside it. HiGHS is in the
-    `sim` extra: the controller never needs it."""
+    the unconstrained one beside it, for the traffic of a phased scenario averaged over a
+    period. HiGHS is in the `sim` extra: the controller never needs it."""
     try:
         from rebalancer.simulator.bound import lower_bound  # noqa: PLC0415
         from rebalancer.simulator.optimum import Rules, solve  # noqa: PLC0415
@@ -146,7 +151,9 @@ def _optima(
     rules = PlanningRules.of(policy, topology)
     indexes = snapshot.indexes()
     # Pods with no pair above the thresholds are never proposed: the planner leaves them be.
-    counted = build_view(policy, snapshot, cluster.traffic(), topology).cost.locations
+    judged = scenario.averaged()
+    traffic = cluster.traffic(judged)
+    counted = build_view(policy, snapshot, traffic, topology).cost.locations
     protected = frozenset(
         key
         for key, pod in snapshot.pods.items()
@@ -159,10 +166,10 @@ def _optima(
         spread_floor=(rules.spread_level, floor.domains) if floor.domains > 1 else None,
         floor_kinds=frozenset(floor.kinds),
     )
-    rates = cluster.traffic().rates
+    rates = traffic.rates
 
     def best(rules: Rules) -> Optimum | None:
-        exact = solve(snapshot, topology, rates, scenario, rules)
+        exact = solve(snapshot, topology, rates, judged, rules)
         if exact is not None:
             return exact
         bound = lower_bound(snapshot, topology, rates, rules)
@@ -289,7 +296,8 @@ def simulate(
     by_key = {w.key: w for w in scenario.workloads}
     acting = policy.model_copy(update={"mode": mode})
     state = PlannerState()
-    rows = [_row(0, cluster, policy, (0, 0, 0))]
+    averaged = scenario.averaged() if scenario.traffic_phases else None
+    rows = [_row(0, cluster, policy, (0, 0, 0), averaged=averaged)]
     history: list[tuple[Move, float]] = []
     for number in range(1, cycles + 1):
         now = number * policy.interval_seconds
@@ -320,7 +328,15 @@ def simulate(
         counts = (len(evicted) + len(surged), acting_now.landed, acting_now.refused)
         moved = acting_now.moved
         rows.append(
-            _row(number, cluster, policy, counts, tuple(dict.fromkeys(moved)), rerouted=rerouted)
+            _row(
+                number,
+                cluster,
+                policy,
+                counts,
+                tuple(dict.fromkeys(moved)),
+                rerouted=rerouted,
+                averaged=averaged,
+            )
         )
     return SimulationResult(
         scenario.name,
@@ -352,11 +368,13 @@ def _batches(moves: Iterable[Move]) -> list[list[Move]]:
 
 def naive_baseline(scenario: Scenario, policy: Policy, *, seed: int) -> SimulationResult:
     """What a traffic-blind fix does: one pass that evicts every pod with any cross-zone flow
-    (through the Eviction API, so PDBs still refuse some) and lets the scheduler re-place it."""
-    cluster = SimulatedCluster(scenario, Scheduler(seed))
+    (through the Eviction API, so PDBs still refuse some) and lets the scheduler re-place it.
+    With traffic phases, a flow of any phase counts."""
+    cluster = SimulatedCluster(scenario.in_phase(0), Scheduler(seed))
     by_key = {w.key: w for w in scenario.workloads}
     zone_label = LEVEL_LABELS["zone"]
-    rows = [_row(0, cluster, policy, (0, 0, 0))]
+    averaged = scenario.averaged() if scenario.traffic_phases else None
+    rows = [_row(0, cluster, policy, (0, 0, 0), averaged=averaged)]
     cluster.refresh_budgets()
     zone_of = {
         key: cluster.snapshot.nodes[pod.node_name].labels.get(zone_label)
@@ -366,7 +384,7 @@ def naive_baseline(scenario: Scenario, policy: Policy, *, seed: int) -> Simulati
     crossing = sorted(
         {
             pod
-            for a, b in cluster.traffic().rates
+            for a, b in cluster.traffic(scenario.averaged()).rates
             if zone_of.get(a) != zone_of.get(b)
             for pod in (a, b)
         }
@@ -385,7 +403,8 @@ def naive_baseline(scenario: Scenario, policy: Policy, *, seed: int) -> Simulati
         fresh[workload.key] += cluster.create(workload, _ordinal(old), steering=None).ready
         evicted += 1
         moved.append(workload.key)
-    rows.append(_row(1, cluster, policy, (evicted, 0, refused), tuple(dict.fromkeys(moved))))
+    counts = (evicted, 0, refused)
+    rows.append(_row(1, cluster, policy, counts, tuple(dict.fromkeys(moved)), averaged=averaged))
     return SimulationResult(scenario.name, "evict", seed, tuple(rows), policy.price.currency)
 
 

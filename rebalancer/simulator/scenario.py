@@ -155,8 +155,11 @@ class Scenario(_Strict):
     traffic: tuple[TrafficSpec, ...] = ()
     traffic_phases: tuple[tuple[TrafficSpec, ...], ...] = ()
     """Traffic that changes over time: phase k is in force in cycle (or time slot) n when
-    n mod the number of phases is k, in place of `traffic`. Two phases that pull the same
-    workload opposite ways make a loop test."""
+    n // phase_cycles mod the number of phases is k, in place of `traffic`. Two phases that
+    pull the same workload opposite ways make a loop test."""
+    phase_cycles: Annotated[int, Field(ge=1)] = 1
+    """How many cycles (or time slots) each phase lasts: two phases of 4 alternate with a
+    period of 8."""
 
     @model_validator(mode="after")
     def _references_resolve(self) -> Scenario:
@@ -181,8 +184,27 @@ class Scenario(_Strict):
         """The scenario with the traffic of slot `number` in force (itself without phases)."""
         if not self.traffic_phases:
             return self
-        phase = self.traffic_phases[number % len(self.traffic_phases)]
+        phase = self.traffic_phases[self.phase_of(number)]
         return self.model_copy(update={"traffic": phase})
+
+    def averaged(self) -> Scenario:
+        """The scenario with its phases' traffic averaged over a period (itself without
+        phases): what a placement costs over time, which moves made for one phase trade off."""
+        if not self.traffic_phases:
+            return self
+        share = 1 / len(self.traffic_phases)
+        flows = tuple(
+            flow.model_copy(update={"rate": flow.rate * share})
+            for phase in self.traffic_phases
+            for flow in phase
+        )
+        return self.model_copy(update={"traffic": flows, "traffic_phases": ()})
+
+    def phase_of(self, number: int) -> int:
+        """The phase in force in cycle (or time slot) `number`; 0 without phases."""
+        if not self.traffic_phases:
+            return 0
+        return (number // self.phase_cycles) % len(self.traffic_phases)
 
     def node_specs(self) -> list[NodeSpec]:
         if isinstance(self.nodes, tuple):
