@@ -48,6 +48,23 @@ def undoing_moves(
     return found
 
 
+def returning_moves(moves: Sequence[tuple[RecentMove, Mapping[str, str]]]) -> list[str]:
+    """Moves (each with the full location its pod left) that put a pod back into a domain an
+    earlier move of its workload took one out of, at any distance in time: back and forth."""
+    ordered = sorted(moves, key=lambda pair: pair[0].at)
+    found = []
+    for index, (later, origin) in enumerate(ordered):
+        for earlier, _origin in ordered[:index]:
+            same = earlier.workload == later.workload and earlier.at < later.at
+            if same and earlier.puts_back(dict(origin), later.entered):
+                found.append(
+                    f"{later.workload}: {later.left} -> {later.entered} at {later.at:g} "
+                    f"returns where {earlier.left} -> {earlier.entered} at {earlier.at:g} left"
+                )
+                break
+    return found
+
+
 def crowded_moves(scenario: Scenario, moves: list[RecentMove], cooldown: float) -> list[str]:
     """Workloads that moved more pods within one cooldown than they have replicas."""
     replicas = {f"{w.kind}/{w.key}": w.replicas for w in scenario.workloads}

@@ -23,6 +23,7 @@ from tests.conftest import (
     plan_once,
     pod_keys,
     snapshot_of,
+    surge_move,
     traffic_of,
 )
 
@@ -231,10 +232,45 @@ def test_what_undoes_a_move_into_a_rack(
     assert move.undone_by(location, target) is undoes
 
 
-def test_cooldown_forgets_moves_once_it_is_over() -> None:
+def test_moves_are_forgotten_once_their_memory_is_over() -> None:
     state = PlannerState(recent_moves=[recent("server", {"zone": "a"}, {"zone": "b"})])
-    assert state.record_moves([], NOW, cooldown_seconds=600).recent_moves
-    assert state.record_moves([], NOW, cooldown_seconds=60).recent_moves == []
+    assert state.record_moves([], NOW, memory_seconds=600).recent_moves
+    assert state.record_moves([], NOW, memory_seconds=60).recent_moves == []
+
+
+def test_a_move_made_again_is_remembered_once_from_its_latest_time() -> None:
+    state = PlannerState(recent_moves=[recent("server", {"zone": "a"}, {"zone": "b"})])
+    again = state.record_moves([surge_move("server")], NOW, memory_seconds=600)
+    assert [(m.entered, m.at) for m in again.recent_moves] == [({"zone": "b"}, NOW)]
+
+
+def test_undoing_a_remembered_move_waits_the_longer_persistence() -> None:
+    """The server was moved from zone a into b an hour ago, past its cooldown: pulled back, it
+    waits `undo_cycles` cycles in a row, not `cycles`, and then goes (a lasting change). The
+    client was moved into a a minute ago, so it stays there."""
+    objects = chatty_objects(["node-a11", "node-a12"], ["node-b11", "node-b12"])
+    policy = make_policy(
+        cooldown={"per_workload_seconds": 600, "memory_seconds": 7200},
+        persistence={"cycles": 1, "undo_cycles": 3},
+        limits={"per_workload": 2},
+    )
+    earlier = recent("server", {"zone": "a"}, {"zone": "b"}).model_copy(update={"at": NOW - 3600})
+    state = PlannerState(recent_moves=[earlier, recent("client", {"zone": "b"}, {"zone": "a"})])
+    snapshot, traffic = snapshot_of(objects), traffic_of(chatty_rates(objects))
+    for cycle in (1, 2, 3):
+        outcome = plan_cycle(policy, snapshot, traffic, state, now=NOW + cycle)
+        assert outcome.plan is not None
+        servers = [m for m in outcome.plan.moves if "server" in m.pod]
+        if cycle < 3:
+            assert not outcome.plan.moves
+            held = {s.reason for s in outcome.plan.skipped if "server" in s.pod}
+            assert held == {
+                f"proposed {cycle} of 3 consecutive cycles, as it would undo its move into b "
+                f"{3600 + cycle}s ago"
+            }
+        else:
+            assert servers, outcome.plan.skipped
+        state = outcome.state
 
 
 def test_a_move_waits_until_it_has_persisted() -> None:

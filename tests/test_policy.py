@@ -106,6 +106,16 @@ traffic:
             id="negative-limit",
         ),
         pytest.param(
+            "cooldown: {per_workload_seconds: 3600, memory_seconds: 600}",
+            "p.yaml: cooldown: memory_seconds must be at least per_workload_seconds",
+            id="memory-shorter-than-cooldown",
+        ),
+        pytest.param(
+            "persistence: {undo_cycles: 0}",
+            "p.yaml: persistence.undo_cycles: Input should be greater than or equal to 1",
+            id="no-undo-persistence",
+        ),
+        pytest.param(
             "limitz: {}",
             "p.yaml: limitz: Extra inputs are not permitted",
             id="unknown-top-level-key",

@@ -11,7 +11,7 @@ from pathlib import Path
 import msgspec
 import pytest
 
-from harness.invariants import crowded_moves, undoing_moves
+from harness.invariants import crowded_moves, returning_moves, undoing_moves
 from rebalancer.cli import main
 from rebalancer.cluster.model import Pod
 from rebalancer.cluster.topology import ZONE_LABEL, Domain
@@ -347,6 +347,35 @@ def test_traffic_that_flips_every_cycle_causes_no_loop(mode: SimulatedMode) -> N
     moves = [(remembered(move, at), move.origin) for move, at in result.moves]
     assert undoing_moves(moves, cooldown) == []
     assert crowded_moves(scenario, [recent for recent, _origin in moves], cooldown) == []
+
+
+@pytest.mark.parametrize("mode", ["evict", "migrate"])
+@pytest.mark.parametrize(
+    ("name", "order", "phase_cycles"),
+    [
+        ("alternating-partners", (0, 1), 4),
+        ("alternating-partners", (0, 1), 3),
+        ("alternating-partners", (0, 0, 1, 1, 1, 1, 1, 1), 1),
+        ("shifting-traffic", (0, 1), 4),
+        ("shifting-traffic", (0, 1, 1, 1), 1),
+    ],
+    ids=["partners-4+4", "partners-3+3", "partners-2+6", "shifting-4+4", "shifting-1+3"],
+)
+def test_traffic_that_alternates_every_few_cycles_moves_nothing_back(
+    mode: SimulatedMode, name: str, order: tuple[int, ...], phase_cycles: int
+) -> None:
+    """Two shapes alternating with periods of 4 to 8 cycles, evenly or not, for 40 cycles with
+    the built-in policy: moves persist now, and are made, but no workload is moved back into a
+    domain it left, at any distance in time. With `persistence.undo_cycles` at 3 (the memory
+    only as long as the cooldown), alternating-partners' api goes back with every turn (19
+    moves in 40 cycles, 14 of them back into a zone it had left)."""
+    scenario = load_scenario(ROOT / "examples" / "faults" / f"{name}.yaml")
+    phases = tuple(scenario.traffic_phases[index] for index in order)
+    phased = scenario.model_copy(update={"traffic_phases": phases, "phase_cycles": phase_cycles})
+    builtin = parse_policy(DEFAULT_POLICY, "built-in policy")
+    result = simulate(phased, builtin, cycles=40, mode=mode, seed=0)
+    assert result.moves
+    assert returning_moves([(remembered(move, at), move.origin) for move, at in result.moves]) == []
 
 
 @pytest.mark.parametrize("name", ["chatty-pair", "nearly-full", "ha-critical", "training-gang"])

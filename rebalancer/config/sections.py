@@ -315,6 +315,18 @@ class Cooldown(Strict):
     """For this long after a workload was moved, none of its pods may leave the domain it was
     moved into, nor enter the one it was moved out of. After replacements miss their target it
     also waits this long since its last move, doubling with each miss in a row."""
+    memory_seconds: Annotated[float, Field(ge=0)] = 86400
+    """How long a move is remembered. After its cooldown and until then, a move that would undo
+    it waits `persistence.undo_cycles` rather than `persistence.cycles`: traffic that
+    alternates pulls a workload back for less than a period at a time, and is not followed.
+    A day, so a workload moved once stays put while its traffic keeps swinging; the state
+    holds at most one day of moves."""
+
+    @model_validator(mode="after")
+    def _memory_covers_cooldown(self) -> Cooldown:
+        if self.memory_seconds < self.per_workload_seconds:
+            raise ValueError("memory_seconds must be at least per_workload_seconds")
+        return self
 
 
 class Jobs(Strict):
@@ -355,6 +367,11 @@ class Jobs(Strict):
 class Persistence(Strict):
     cycles: Annotated[int, Field(ge=1)] = 3
     """A move must have been proposed this many consecutive cycles before it is made."""
+    undo_cycles: Annotated[int, Field(ge=1)] = 8
+    """A move that would undo a remembered one (see `cooldown.memory_seconds`) must have been
+    proposed this many consecutive cycles, and at least `cycles`. Traffic that alternates with
+    a period of up to this many cycles never pulls that long one way, so the workload is not
+    moved back and forth; a lasting change moves it back after this many cycles."""
 
 
 class Surge(Strict):

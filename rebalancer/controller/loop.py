@@ -198,9 +198,7 @@ class Controller:
             # Cooldowns first: if the process dies mid-cycle, a restart must still see every
             # workload it may have moved as recently moved. A cooldown too many is harmless.
             self.state.save(
-                outcome.state.record_moves(
-                    outcome.plan.moves, now, policy.cooldown.per_workload_seconds
-                )
+                outcome.state.record_moves(outcome.plan.moves, now, policy.cooldown.memory_seconds)
             )
         evictions = tuple(move for move in outcome.plan.moves if move.method == "evict")
         surged = [move for move in outcome.plan.moves if move.method == "surge"]
@@ -210,9 +208,7 @@ class Controller:
         # cooldown as the first save did (a dry run saves none).
         started = outcome.state
         if not dry_run:
-            started = started.record_moves(
-                outcome.plan.moves, now, policy.cooldown.per_workload_seconds
-            )
+            started = started.record_moves(outcome.plan.moves, now, policy.cooldown.memory_seconds)
         started, surge_outcomes = self._surges(policy, dry_run=dry_run).start(surged, started)
         outcomes += surge_outcomes
         for done in outcomes:
@@ -234,8 +230,8 @@ class Controller:
             )
         acted = [Acted(done.move, done.hint) for done in outcomes if done.result == "evicted"]
         surges = [done.move for done in outcomes if done.result == "surged"]
-        cooldown = policy.cooldown.per_workload_seconds
-        after = remember(outcome.state, acted, policy, now).record_moves(surges, now, cooldown)
+        memory = policy.cooldown.memory_seconds
+        after = remember(outcome.state, acted, policy, now).record_moves(surges, now, memory)
         # The surges as they stand once started, and the misses and back-off of those that
         # could not start.
         backed_off = {m.workload for m in surged if m.workload in started.last_moved}

@@ -149,8 +149,16 @@ def plan_cycle(
         candidates, jobs = whole_jobs(view, candidates, rules, state.last_moved, now)
     observed = state.observe(candidates)
     required = policy.persistence.cycles if persistence_required is None else persistence_required
+    undo = policy.persistence.undo_cycles if persistence_required is None else required
     result = plan(
-        view, candidates, rules, observed, now=now, persistence_required=required, jobs=jobs
+        view,
+        candidates,
+        rules,
+        observed,
+        now=now,
+        persistence_required=required,
+        undo_required=undo,
+        jobs=jobs,
     )
     gangs = tuple(owned_gangs(view, gang_level(policy, topology)))
     today = None
@@ -220,14 +228,12 @@ class Acted:
 def remember(
     state: PlannerState, acted: Iterable[Acted], policy: Policy, now: float
 ) -> PlannerState:
-    """The state after acting: each move made is remembered for the cooldown, and its
+    """The state after acting: each move made is remembered (see `cooldown.memory_seconds`), and its
     replacement awaited, to be judged by a later `judge_landings`. Without a hint (evict mode)
     the replacement is awaited in the planned domain all the same, so a workload whose
     replacements the scheduler keeps putting elsewhere backs off in evict mode too."""
     done = list(acted)
-    state = state.record_moves(
-        [item.move for item in done], now, policy.cooldown.per_workload_seconds
-    )
+    state = state.record_moves([item.move for item in done], now, policy.cooldown.memory_seconds)
     landings = []
     for item in done:
         hint = item.hint or expected_landing(

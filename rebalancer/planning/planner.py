@@ -54,6 +54,8 @@ class _Cycle:
     state: PlannerState
     now: float
     persistence_required: int
+    undo_required: int
+    """Of a move that would undo a remembered one, past its cooldown."""
     min_gain: float
     cost: CostModel
     occupancy: Occupancy
@@ -124,6 +126,14 @@ class _Cycle:
             return "persistence", (
                 f"proposed {seen} of {self.persistence_required} consecutive cycles"
             )
+        if seen < self.undo_required and pod.workload is not None:
+            undone = self.undone(str(pod.workload), pod.key, target)
+            if undone is not None:
+                return "persistence", (
+                    f"proposed {seen} of {self.undo_required} consecutive cycles, as it would "
+                    f"undo its move into {'/'.join(undone.entered.values())} "
+                    f"{self.now - undone.at:.0f}s ago"
+                )
         # Relative to the pod's own cost, not the cluster's: a cluster-wide share would grow with
         # the cluster until no single move could clear it.
         threshold = max(self.min_gain, self.rules.thresholds.min_gain_ratio * worth.cost)
@@ -168,16 +178,31 @@ class _Cycle:
             *self.earlier_moves.get(workload, ()),
             *(self.moved_now.get(workload, ()) if this_cycle else ()),
         ]
-        if not recents:
+        recent = self._undone(recents, pod, target, since=self.now - cooldown)
+        if recent is None:
             return None
+        entered = "/".join(recent.entered.values())
+        remaining = cooldown - (self.now - recent.at)
+        return f"would undo its move into {entered}; cooldown {remaining:.0f}s more"
+
+    def undone(self, workload: str, pod: str, target: Domain) -> RecentMove | None:
+        """The latest remembered move of the workload that moving `pod` into `target` undoes."""
+        return self._undone(self.earlier_moves.get(workload, ()), pod, target, since=None)
+
+    def _undone(
+        self, moves: Iterable[RecentMove], pod: str, target: Domain, *, since: float | None
+    ) -> RecentMove | None:
+        """The latest of `moves` (made after `since`, when given) that the move undoes."""
         topology = self.view.topology
-        location = _describe(topology, self.cost.locations[pod])
-        destination = target.describe(topology.levels)
-        for recent in recents:
-            remaining = cooldown - (self.now - recent.at)
-            if recent.undone_by(location, destination) and remaining > 0:
-                entered = "/".join(recent.entered.values())
-                return f"would undo its move into {entered}; cooldown {remaining:.0f}s more"
+        location = destination = None
+        for recent in reversed(list(moves)):
+            if since is not None and recent.at <= since:
+                continue
+            if location is None or destination is None:
+                location = _describe(topology, self.cost.locations[pod])
+                destination = target.describe(topology.levels)
+            if recent.undone_by(location, destination):
+                return recent
         return None
 
     def spent_reason(self, pod_key: str) -> str:
@@ -491,9 +516,12 @@ def plan(
     *,
     now: float,
     persistence_required: int,
+    undo_required: int | None = None,
     jobs: Mapping[str, Job] | None = None,
 ) -> Plan:
-    """Pick safe moves by largest gain; `state` must already have observed these candidates."""
+    """Pick safe moves by largest gain; `state` must already have observed these candidates.
+    `undo_required`: the persistence of a move that would undo a remembered one, past its
+    cooldown (at least `persistence_required`)."""
     snapshot, topology = view.snapshot, view.topology
     price = rules.price
     tally = view.cost.tally(snapshot)
@@ -511,6 +539,7 @@ def plan(
         state=state,
         now=now,
         persistence_required=persistence_required,
+        undo_required=max(undo_required or 0, persistence_required),
         min_gain=thresholds.min_gain,
         cost=view.cost.copy(),
         occupancy=occupancy,

@@ -16,7 +16,8 @@ from rebalancer.strategies.framework import Candidate
 
 
 class RecentMove(BaseModel):
-    """A move kept for the cooldown: what a later move of the same workload may not undo.
+    """A move remembered: what a later move of the same workload may not undo within the
+    cooldown, and undoes after it only when proposed for longer.
 
     Domains are level name -> value, down to the level the move targeted, so a policy that
     renames or reorders its levels cannot make an old move match the wrong domain.
@@ -35,8 +36,12 @@ class RecentMove(BaseModel):
         """True if moving a pod from `location` to `target` takes it out of the domain this move
         entered, or puts it into the one this move left: the two halves of a bounce."""
         takes_out = _inside(location, self.entered) and not _inside(target, self.entered)
-        puts_back = _overlap(target, self.left) and not _inside(location, self.left)
-        return takes_out or puts_back
+        return takes_out or self.puts_back(location, target)
+
+    def puts_back(self, location: dict[str, str], target: dict[str, str]) -> bool:
+        """True if moving a pod from `location` to `target` puts it into the domain this move
+        left: back where the workload was."""
+        return _overlap(target, self.left) and not _inside(location, self.left)
 
 
 def _inside(place: dict[str, str], domain: dict[str, str]) -> bool:
@@ -76,7 +81,7 @@ class PlannerState(BaseModel):
     streaks: dict[str, int] = {}
     last_moved: dict[str, float] = {}
     recent_moves: list[RecentMove] = []
-    """Moves still within the cooldown, oldest first."""
+    """Moves still remembered (`cooldown.memory_seconds`), oldest first."""
     landings: list[Landing] = []
     """Replacements awaited (in migrate mode their hints, in evict mode the planned domain)
     and not yet judged."""
@@ -140,11 +145,11 @@ class PlannerState(BaseModel):
         return self.model_copy(update={"streaks": streaks})
 
     def record_moves(
-        self, moves: Iterable[Move], now: float, cooldown_seconds: float
+        self, moves: Iterable[Move], now: float, memory_seconds: float
     ) -> PlannerState:
-        """Remember the moves, and forget those whose cooldown is over."""
+        """Remember the moves, and forget those made `memory_seconds` ago or more."""
         last_moved = dict(self.last_moved)
-        recent = [m for m in self.recent_moves if now - m.at < cooldown_seconds]
+        recent = [m for m in self.recent_moves if now - m.at < memory_seconds]
         spread = {
             workload: memory
             for workload, memory in self.spread_before.items()
@@ -153,7 +158,11 @@ class PlannerState(BaseModel):
         for move in moves:
             if move.workload is not None:
                 last_moved[move.workload] = now
-                recent.append(remembered(move, now))
+                kept = remembered(move, now)
+                # The same move again says all the older one did: one day's moves stay few.
+                same = (kept.workload, kept.left, kept.entered)
+                recent = [m for m in recent if (m.workload, m.left, m.entered) != same]
+                recent.append(kept)
                 if move.spread_before is not None:
                     spread[move.workload] = SpreadMemory(domains=move.spread_before, at=now)
         return self.model_copy(
@@ -170,7 +179,7 @@ def _count_landing(misses: dict[str, int], workload: str, landed: bool) -> None:
 
 
 def remembered(move: Move, at: float) -> RecentMove:
-    """The move as the cooldown keeps it, from `at` (Unix seconds)."""
+    """The move as the state remembers it, from `at` (Unix seconds)."""
     assert move.workload is not None
     left = {name: move.origin[name] for name in move.destination if name in move.origin}
     return RecentMove(workload=move.workload, left=left, entered=move.destination, at=at)
