@@ -16,6 +16,8 @@ from kubernetes.leaderelection.electionconfig import Config
 from kubernetes.leaderelection.leaderelection import LeaderElection
 from kubernetes.leaderelection.resourcelock.leaselock import LeaseLock
 
+from rebalancer.waiting import wait_set
+
 LEASE_SECONDS = 15
 RENEW_DEADLINE_SECONDS = 10
 RETRY_SECONDS = 2
@@ -60,7 +62,7 @@ def run_as_candidate(
     )
     election = LeaderElection(config)  # type: ignore[no-untyped-call]
     threading.Thread(target=election.run, name="leader-election", daemon=True).start()
-    stop.wait()
+    wait_set(stop)  # in the main thread: its SIGTERM handler sets `stop`
     if started.is_set():
-        stopped.wait()  # let the running cycle end before the process does
+        wait_set(stopped)  # let the running cycle end before the process does
     return EXIT_LOST_LEADERSHIP if lost.is_set() else 0

@@ -52,6 +52,7 @@ from rebalancer.planning.report import stray_warnings
 from rebalancer.planning.routing import RoutingMemory, routing_actions
 from rebalancer.planning.state import PlannerState
 from rebalancer.traffic.model import TrafficFailure
+from rebalancer.waiting import wait_set
 
 _log = logging.getLogger(__name__)
 
@@ -420,7 +421,7 @@ class Controller:
         self.metrics.leader.set(1)
         scheduler.start()
         try:
-            stop.wait()
+            wait_set(stop)  # in the main thread when not electing: its SIGTERM handler sets it
         finally:
             self.leading.clear()  # evictions still queued in this cycle are not sent
             self.metrics.leader.set(0)
