@@ -18,13 +18,13 @@ from bench import suite
 from harness.invariants import undoing_moves
 from rebalancer.config.policy import parse_policy
 from rebalancer.planning.state import remembered
-from rebalancer.simulator.results import Optimum, SimulationResult, result_json
+from rebalancer.simulator.results import CycleFigures, Optimum, SimulationResult, result_json
 from rebalancer.simulator.run import DEFAULT_POLICY, naive_baseline, simulate
 from rebalancer.simulator.scenario import Scenario, load_scenario
 
 UNPACED = """
-persistence: {cycles: 1}
-cooldown: {per_workload_seconds: 0}
+persistence: {cycles: 1, undo_cycles: 1}
+cooldown: {per_workload_seconds: 0, memory_seconds: 0}
 limits: {per_cycle: null, per_node: null, per_namespace: null, per_workload: null, per_zone: null}
 """
 """Pacing off, to tell how much of a shortfall is the strategies and how much the safety pace."""
@@ -40,22 +40,56 @@ def _captured(before: float, after: float, best: float | None) -> float | None:
     return (before - after) / (before - best)
 
 
+def _judged(row: CycleFigures) -> float:
+    """The cost a placement is judged by: under a phased scenario's traffic averaged over a
+    period, which the optima are solved for, else under the traffic of the cycle."""
+    return row.weighted_cost if row.average_cost is None else row.average_cost
+
+
 def _cost_at(result: SimulationResult, cycle: int) -> float:
     rows = result.cycles
-    return rows[min(cycle, len(rows) - 1)].weighted_cost
+    return _judged(rows[min(cycle, len(rows) - 1)])
 
 
-def _highest_rise(result: SimulationResult) -> float:
-    """The most the cost ever stood above its lowest value so far, as a share of that value
-    (of the starting cost when the lowest is 0)."""
-    lowest = result.cycles[0].weighted_cost
+def _stretches(scenario: Scenario, result: SimulationResult) -> list[list[CycleFigures]]:
+    """The rows in runs of cycles with the same traffic in force: one run without phases."""
+    runs: list[list[CycleFigures]] = []
+    for row in result.cycles:
+        if row.cycle and scenario.phase_of(row.cycle) == scenario.phase_of(row.cycle - 1):
+            runs[-1].append(row)
+        else:
+            runs.append([row])
+    return runs
+
+
+def _highest_rise(scenario: Scenario, result: SimulationResult) -> float:
+    """The most the cost ever stood above its lowest value so far while the traffic was
+    unchanged (within a phase: a new phase's traffic may cost more with nothing moved), as a
+    share of that value (of the stretch's first cost when the lowest is 0)."""
     worst = 0.0
-    for row in result.cycles[1:]:
-        base = lowest if lowest > 1e-9 else result.cycles[0].weighted_cost
-        if base > 1e-9:
-            worst = max(worst, (row.weighted_cost - lowest) / base)
-        lowest = min(lowest, row.weighted_cost)
+    for rows in _stretches(scenario, result):
+        first = lowest = rows[0].weighted_cost
+        for row in rows[1:]:
+            base = lowest if lowest > 1e-9 else first
+            if base > 1e-9:
+                worst = max(worst, (row.weighted_cost - lowest) / base)
+            lowest = min(lowest, row.weighted_cost)
     return worst
+
+
+def _settling(scenario: Scenario, result: SimulationResult) -> int | None:
+    """The most cycles, after a change of phase, until the last move made before the next one
+    (0 when none was made); None without phases."""
+    if not scenario.traffic_phases:
+        return None
+    after_change = _stretches(scenario, result)[1:]
+    return max(
+        (
+            max((index + 1 for index, row in enumerate(rows) if row.evictions), default=0)
+            for rows in after_change
+        ),
+        default=0,
+    )
 
 
 def _flaps(result: SimulationResult) -> int:
@@ -109,7 +143,7 @@ def measure_scenario(
     }
     seconds = time.perf_counter() - started
     fair, free = runs["migrate"].optimum, runs["migrate"].unconstrained
-    before = runs["migrate"].summary()["weighted_cost_before"]
+    before = _judged(runs["migrate"].cycles[0])
     if known is not None:
         if known.get("seed") != seed or abs(known["weighted_cost_before"] - before) > 1e-6:
             raise SystemExit(
@@ -128,7 +162,8 @@ def measure_scenario(
             "captured_at": {n: _captured(before, cost, best) for n, cost in at.items()},
             "moves": summary["moves"],
             "violations": summary["violations"],
-            "highest_rise": _highest_rise(result),
+            "highest_rise": _highest_rise(scenario, result),
+            "settling": _settling(scenario, result),
             "flaps": _flaps(result),
             "job_restarts": _job_restarts(scenario, result),
             "json": result_json(result)["summary"],
@@ -161,8 +196,8 @@ def table(results: list[dict[str, Any]]) -> str:
     lines = [
         "| scenario | pods | run | before | after 10 | after 20 | after 30 | fair optimum "
         "| unconstrained | captured 10 / 20 / 30 | moves (fewest) | violations pdb/cap/spread "
-        "| job restarts | highest rise | flaps |",
-        "|---|---:|---|---:|---:|---:|---:|---:|---:|---|---:|---|---:|---:|---:|",
+        "| job restarts | highest rise | settling | flaps |",
+        "|---|---:|---|---:|---:|---:|---:|---:|---:|---|---:|---|---:|---:|---:|---:|",
     ]
     for result in results:
         fair = _number(result["fair_optimum"])
@@ -178,7 +213,8 @@ def table(results: list[dict[str, Any]]) -> str:
                 + " ".join(f"| {at[n]:.1f}" for n in CHECKPOINTS)
                 + f" | {fair} | {_number(result['unconstrained_optimum'])} | {captured} "
                 f"| {run['moves']} ({fewest}) | {v['pdb']}/{v['capacity']}/{v['spread']} "
-                f"| {run['job_restarts']} | {run['highest_rise']:.1%} | {run['flaps']} |"
+                f"| {run['job_restarts']} | {run['highest_rise']:.1%} "
+                f"| {_number(run['settling'], '{}')} | {run['flaps']} |"
             )
     return "\n".join(lines)
 
@@ -203,9 +239,11 @@ def main() -> None:
         "there. "
         "Captured is (cost before - cost after) / (cost before - fair optimum). Job restarts "
         "count the cycles in which a job lost pods, once per job (its Jobs together); highest "
-        "rise is the most the cost stood above its lowest value so far; flaps are moves that "
-        "undo an earlier move of the same workload (a job's moves of one cycle are one "
-        "decision).\n\n"
+        "rise is the most the cost stood above its lowest value so far while the traffic was "
+        "unchanged; settling is, with traffic phases, the most cycles after a change of phase "
+        "until its last move; flaps are moves that undo an earlier move of the same workload "
+        "(a job's moves of one cycle are one decision). With traffic phases, every cost is "
+        "under the phases' traffic averaged over a period, as the optima are.\n\n"
     )
     suite.write(args, "quality", heading, table(results), results)
 
