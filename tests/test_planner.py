@@ -321,16 +321,37 @@ def _not_ready(pod: b.Obj) -> None:
     pod["status"]["conditions"][0]["status"] = "False"
 
 
+def _never_evict(pod: b.Obj) -> None:
+    pod["metadata"]["annotations"] = {"cluster-autoscaler.kubernetes.io/safe-to-evict": "false"}
+
+
+def _host_path(pod: b.Obj) -> None:
+    pod["spec"]["volumes"] = [
+        {"name": "istio-data", "emptyDir": {}},
+        {"name": "logs", "hostPath": {"path": "/var/log/app"}},
+    ]
+
+
 @pytest.mark.parametrize(
     ("mutate", "reason"),
     [
         (_opt_out, "opted out (topology-rebalancer.io/exclude)"),
-        (_empty_dir, "local storage (emptyDir or hostPath)"),
+        (_empty_dir, "local storage (volume scratch)"),
+        (_host_path, "local storage (volume logs)"),
+        (_never_evict, 'annotated cluster-autoscaler.kubernetes.io/safe-to-evict: "false"'),
         (_critical, "system-critical pod"),
         (_daemonset, "daemonset pod"),
         (_not_ready, "not running and ready"),
     ],
-    ids=["opt-out", "local-storage", "system-critical", "daemonset", "not-ready"],
+    ids=[
+        "opt-out",
+        "local-storage",
+        "host-path",
+        "never-evict",
+        "system-critical",
+        "daemonset",
+        "not-ready",
+    ],
 )
 def test_protected_pods_stay(mutate: b.Mutator, reason: str) -> None:
     objects = [
@@ -341,6 +362,59 @@ def test_protected_pods_stay(mutate: b.Mutator, reason: str) -> None:
     plan, _view = plan_once(make_policy(), snapshot_of(objects), chatty_rates(objects))
     assert plan.moves == ()
     assert {s.reason for s in plan.skipped} == {reason}
+
+
+def _mesh_sidecar(pod: b.Obj) -> None:
+    """The emptyDirs Istio's injector adds, one memory-backed."""
+    pod["spec"]["volumes"] = [
+        {"name": "workload-socket", "emptyDir": {}},
+        {"name": "credential-socket", "emptyDir": {}},
+        {"name": "workload-certs", "emptyDir": {}},
+        {"name": "istio-envoy", "emptyDir": {"medium": "Memory"}},
+        {"name": "istio-data", "emptyDir": {}},
+    ]
+
+
+def _named_disposable(pod: b.Obj) -> None:
+    pod["spec"]["volumes"] = [{"name": "tmp", "emptyDir": {}}, {"name": "cache", "emptyDir": {}}]
+    annotation = "cluster-autoscaler.kubernetes.io/safe-to-evict-local-volumes"
+    pod["metadata"]["annotations"] = {annotation: "tmp, cache"}
+
+
+def _safe_to_evict(pod: b.Obj) -> None:
+    _empty_dir(pod)
+    pod["metadata"]["annotations"] = {"cluster-autoscaler.kubernetes.io/safe-to-evict": "true"}
+
+
+@pytest.mark.parametrize(
+    "mutate",
+    [_mesh_sidecar, _named_disposable, _safe_to_evict],
+    ids=["mesh-sidecar", "named-in-the-annotation", "safe-to-evict"],
+)
+def test_scratch_volumes_do_not_protect_a_pod(mutate: b.Mutator) -> None:
+    """As the cluster autoscaler counts local storage: a service mesh's injected scratch volumes
+    and memory-backed emptyDirs, volumes the pod names disposable, or a pod marked safe to
+    evict. Counted, every pod of an Istio mesh would be protected and nothing would move."""
+    objects = [
+        *grid_nodes(),
+        *b.deployment_pods("client", ["node-a11", "node-a12"], mutate_pod=mutate),
+        *b.deployment_pods("server", ["node-b11", "node-b12"], mutate_pod=mutate),
+    ]
+    plan, _view = plan_once(make_policy(), snapshot_of(objects), chatty_rates(objects))
+    assert plan.moves
+    assert not [s for s in plan.skipped if s.category == "protected"]
+
+
+def test_a_mesh_scratch_volume_protects_when_the_policy_lists_none() -> None:
+    objects = [
+        *grid_nodes(),
+        *b.deployment_pods("client", ["node-a11", "node-a12"], mutate_pod=_mesh_sidecar),
+        *b.deployment_pods("server", ["node-b11", "node-b12"], mutate_pod=_mesh_sidecar),
+    ]
+    policy = make_policy(protections={"disposable_volumes": []})
+    plan, _view = plan_once(policy, snapshot_of(objects), chatty_rates(objects))
+    assert plan.moves == ()
+    assert {s.reason for s in plan.skipped} == {"local storage (volume workload-socket)"}
 
 
 def _one_more_desired(obj: b.Obj) -> None:

@@ -117,7 +117,7 @@ def test_rules_and_volumes_are_read() -> None:
     pod = snapshot_of([b.pod("p", "n1", None, mutate=rules)]).pods["default/p"]
     assert pod.node_selector == {"disk": "ssd"}
     assert pod.priority == 1000 and pod.priority_class_name == "system-node-critical"
-    assert pod.has_local_storage and pod.has_pvc
+    assert pod.local_volumes == ("cache",) and pod.has_pvc
     assert pod.required_anti_affinity[0].topology_key == "zone"
     assert pod.required_anti_affinity[0].namespaces == ("default",)
     assert pod.spread_constraints[0].max_skew == 2 and not pod.spread_constraints[0].hard

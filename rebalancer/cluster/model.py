@@ -160,7 +160,9 @@ class Pod(msgspec.Struct, frozen=True, gc=False):
     required_anti_affinity: tuple[PodAffinityTerm, ...] = ()
     priority: int = 0
     priority_class_name: str = ""
-    has_local_storage: bool = False
+    local_volumes: tuple[str, ...] = ()
+    """Names of the volumes whose data lives on the node and goes with the pod, as the cluster
+    autoscaler counts them (`parse.local_volumes`)."""
     has_pvc: bool = False
     created: str = ""
     uid: str = ""

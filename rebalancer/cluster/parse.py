@@ -9,7 +9,7 @@ is an InputError that names the item and the field.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import chain
 from typing import Any
@@ -251,7 +251,7 @@ def _parse_pod(
         ),
         priority=spec.priority or 0,
         priority_class_name=spec.priorityClassName or "",
-        has_local_storage=any("emptyDir" in v or "hostPath" in v for v in volumes),
+        local_volumes=local_volumes(volumes, metadata.annotations or {}),
         has_pvc=any("persistentVolumeClaim" in v or "ephemeral" in v for v in volumes),
         created=metadata.creationTimestamp or "",
         uid=metadata.uid or "",
@@ -395,6 +395,35 @@ def _parse_pdb(item: WireObject) -> Pdb:
         disruptions_allowed=status.disruptionsAllowed or 0,
         status_observed=observed is not None and observed >= (metadata.generation or 0),
     )
+
+
+SAFE_TO_EVICT = "cluster-autoscaler.kubernetes.io/safe-to-evict"
+""""true": the pod's local volumes hold nothing worth keeping; "false": never evict it. The
+cluster autoscaler's annotation, honoured so a pod its owners marked is treated alike."""
+SAFE_TO_EVICT_LOCAL_VOLUMES = "cluster-autoscaler.kubernetes.io/safe-to-evict-local-volumes"
+"""Names the pod's local volumes that hold nothing worth keeping (comma-separated): the cluster
+autoscaler's annotation, which charts and platform teams already set for it."""
+
+
+def local_volumes(
+    volumes: Iterable[Mapping[str, Any]], annotations: Mapping[str, str]
+) -> tuple[str, ...]:
+    """The names of the volumes whose data lives on the node, as the cluster autoscaler counts
+    them (utils/drain): hostPath, and emptyDir unless memory-backed (a tmpfs scratch area is
+    not kept across a restart anyway); those the pod's safe-to-evict-local-volumes annotation
+    names are left out."""
+    disposable = {
+        name.strip() for name in annotations.get(SAFE_TO_EVICT_LOCAL_VOLUMES, "").split(",")
+    }
+    found = []
+    for volume in volumes:
+        empty_dir = volume.get("emptyDir")
+        memory = isinstance(empty_dir, Mapping) and empty_dir.get("medium") == "Memory"
+        local = "hostPath" in volume or ("emptyDir" in volume and not memory)
+        name = str(volume.get("name", ""))
+        if local and name not in disposable:
+            found.append(name)
+    return tuple(found)
 
 
 SERVICE_NAME_LABEL = "kubernetes.io/service-name"

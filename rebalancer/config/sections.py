@@ -275,7 +275,21 @@ class Protections(Strict):
     evict_bare_pods: bool = False
     """Move pods with no controller, which would not come back."""
     evict_local_storage: bool = False
-    """Move pods with emptyDir or hostPath volumes, whose data is lost on eviction."""
+    """Move pods with local volumes (hostPath, or emptyDir not backed by memory), whose data is
+    lost on eviction. Counted as the cluster autoscaler counts them: volumes a pod's
+    `cluster-autoscaler.kubernetes.io/safe-to-evict-local-volumes` annotation names, or any of
+    a pod annotated `cluster-autoscaler.kubernetes.io/safe-to-evict: "true"`, do not count,
+    and a pod annotated `"false"` is never moved."""
+    disposable_volumes: tuple[str, ...] = (
+        "istio-data",
+        "workload-socket",
+        "credential-socket",
+        "workload-certs",
+        "linkerd-proxy-init-xtables-lock",
+    )
+    """emptyDir volumes that hold only what a sidecar rebuilds when it starts, which do not make
+    a pod's storage local: those Istio's and Linkerd's injectors add. Counted, they would
+    protect every pod of a service mesh."""
     evict_pvc: bool = False
     """Move pods with PersistentVolumeClaims, whose volumes may be bound to a zone."""
     evict_single_replica: bool = False

@@ -14,6 +14,7 @@ from rebalancer.cluster.model import (
     SnapshotIndexes,
     Workload,
 )
+from rebalancer.cluster.parse import SAFE_TO_EVICT
 from rebalancer.cluster.selectors import matches_label_selector
 from rebalancer.config.resolved import PlanningRules
 
@@ -56,8 +57,14 @@ def protection_reason(
         and pod.priority >= protections.priority_threshold
     ):
         return f"priority {pod.priority} at or above {protections.priority_threshold}"
-    if pod.has_local_storage and not protections.evict_local_storage:
-        return "local storage (emptyDir or hostPath)"
+    safe_to_evict = pod.annotations.get(SAFE_TO_EVICT)
+    if safe_to_evict == "false":
+        return f'annotated {SAFE_TO_EVICT}: "false"'
+    if not protections.evict_local_storage and safe_to_evict != "true":
+        disposable = protections.disposable_volumes
+        kept = next((v for v in pod.local_volumes if v not in disposable), None)
+        if kept is not None:
+            return f"local storage (volume {kept})"
     if pod.has_pvc and not protections.evict_pvc:
         return "uses a persistent volume claim"
     single_replica_ok = protections.evict_single_replica or (
