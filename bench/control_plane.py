@@ -33,7 +33,7 @@ def main() -> None:
             name: peak_rss_mib(component.process.pid)
             for name, component in cluster.components.items()
         }
-    pods = sum(w.replicas for w in SCENARIO.workloads)
+    pods = sum(SCENARIO.pods_of(w) for w in SCENARIO.workloads)
     nodes = len(SCENARIO.node_specs())
     print(f"control plane start-up, cached binaries: {ready:.1f} s")
     print(f"{nodes} nodes and {pods} pods created and Ready: {loaded:.1f} s")

@@ -171,7 +171,7 @@ def measure_scenario(
     return {
         "scenario": scenario.name,
         "seed": seed,
-        "pods": sum(w.replicas for w in scenario.workloads),
+        "pods": sum(scenario.pods_of(w) for w in scenario.workloads),
         "weighted_cost_before": before,
         "fair_optimum": best,
         "fair_optimum_is_exact": fair.exact if fair else None,

@@ -43,6 +43,7 @@ from rebalancer.errors import InputError
 from rebalancer.simulator.scenario import (
     LevelName,
     Scenario,
+    WorkloadSpec,
     in_domain,
     load_scenario,
     node_object,
@@ -60,6 +61,7 @@ CONTROLLERS = (
     "deployment-controller",
     "statefulset-controller",
     "job-controller",
+    "daemonset-controller",
     "disruption-controller",
     "endpointslice-controller",
     "garbage-collector-controller",
@@ -388,7 +390,14 @@ class LocalCluster:
 
     def load_scenario(self, scenario: Scenario, timeout: float = 120) -> None:
         """Nodes, namespaces, Services, workloads and PDBs of the scenario, then wait for every
-        replica."""
+        replica. The local cluster has no storage provisioner, so a pod's claim would never bind:
+        a scenario with persistent volumes is refused."""
+        claiming = [w.key for w in scenario.workloads if w.persistent]
+        if claiming:
+            raise ValueError(
+                f"{scenario.name}: {claiming[0]} claims a persistent volume, which the local "
+                "cluster cannot provision; simulate it instead"
+            )
         self.add_nodes([node_object(spec) for spec in scenario.node_specs()])
         for namespace in sorted({w.namespace for w in scenario.workloads}):
             self.ensure_namespace(namespace)
@@ -403,7 +412,19 @@ class LocalCluster:
             else:
                 self.apply(workload_objects(workload))
         for workload in scenario.workloads:
-            self.wait_ready(workload.namespace, workload.name, workload.replicas, timeout)
+            self.wait_ready(workload.namespace, workload.name, self._pods_of(workload), timeout)
+
+    def _pods_of(self, workload: WorkloadSpec) -> int:
+        """Its replicas, or for a DaemonSet the nodes of this cluster its selector allows (other
+        modules may have added nodes beside the scenario's)."""
+        if workload.kind != "DaemonSet":
+            return workload.replicas
+        core = client.CoreV1Api(self.api_client())
+        wanted = workload.node_selector.items()
+        return sum(
+            wanted <= (node["metadata"].get("labels") or {}).items()
+            for node in list_raw("Node", core.list_node)
+        )
 
     def only_schedulable(
         self, domain: Mapping[LevelName, str]

@@ -386,9 +386,9 @@ def _wait_back(
     def short() -> list[str]:
         ready = ready_by_workload(scenario, watch.pods())
         return [
-            f"{w.key}: {len(ready[w.key])} of {w.replicas} Ready"
+            f"{w.key}: {len(ready[w.key])} of {scenario.pods_of(w)} Ready"
             for w in scenario.workloads
-            if len(ready[w.key]) < w.replicas
+            if len(ready[w.key]) < scenario.pods_of(w)
         ]
 
     deadline = time.monotonic() + timeout

@@ -199,7 +199,7 @@ class Trial:
         are paired with its moves by a maximum matching, so which replacement belongs to which
         move cannot make a landing count as a miss.
         """
-        replicas = {w.key: w.replicas for w in self.scenario.workloads}
+        replicas = {w.key: self.scenario.pods_of(w) for w in self.scenario.workloads}
         moves_of: dict[str, list[Move]] = defaultdict(list)
         for move in evicted:
             moves_of[before[move.pod].workload].append(move)

@@ -47,6 +47,31 @@ def test_the_phases_averaged_are_each_flow_at_its_share_of_a_period() -> None:
     assert steady.averaged() is steady
 
 
+def test_volumes_and_annotations_reach_the_manifests() -> None:
+    scenario = parse_scenario(
+        "name: t\nworkloads:\n"
+        "  - {name: web, annotations: {a: b}, volumes: {tmp: memory, cache: emptyDir, "
+        "logs: hostPath, data: persistent}}\n"
+        "  - {name: db, kind: StatefulSet, volumes: {data: persistent}}\n"
+        "  - {name: agent, kind: DaemonSet, node_selector: {pool: gpu}}\n",
+        "s",
+    )
+    web, db, agent = (workload_objects(w)[0] for w in scenario.workloads)
+    template = web["spec"]["template"]
+    assert template["metadata"]["annotations"] == {"a": "b"}
+    assert template["spec"]["volumes"] == [
+        {"name": "tmp", "emptyDir": {"medium": "Memory"}},
+        {"name": "cache", "emptyDir": {}},
+        {"name": "logs", "hostPath": {"path": "/var/lib/web/logs"}},
+        {"name": "data", "persistentVolumeClaim": {"claimName": "web-data"}},
+    ]
+    assert "volumes" not in db["spec"]["template"]["spec"]  # the claim templates make them
+    assert [t["metadata"]["name"] for t in db["spec"]["volumeClaimTemplates"]] == ["data"]
+    assert agent["kind"] == "DaemonSet" and "replicas" not in agent["spec"]
+    assert agent["spec"]["template"]["spec"]["nodeSelector"] == {"pool": "gpu"}
+    assert [scenario.pods_of(w) for w in scenario.workloads] == [1, 1, 0]
+
+
 def test_grid_nodes_carry_zone_rack_and_host_labels() -> None:
     scenario = parse_scenario(BASE + "nodes: {zones: 2, racks_per_zone: 1, nodes_per_rack: 2}", "s")
     nodes = [node_object(spec) for spec in scenario.node_specs()]
@@ -90,6 +115,16 @@ def test_workloads_become_api_objects_with_pdb_and_spread() -> None:
             "s: traffic_phases.1.0.source: no workload 'z'",
         ),
         (
+            "name: t\nworkloads: [{name: agent, kind: DaemonSet, replicas: 3}]",
+            "s: workloads.0: replicas: a DaemonSet runs one pod on each node its "
+            "node_selector allows, and its pods never move",
+        ),
+        (
+            "name: t\nworkloads: [{name: a, volumes: {data: nfs}}]",
+            "s: workloads.0.volumes.data: Input should be 'emptyDir', 'memory', 'hostPath' or "
+            "'persistent'",
+        ),
+        (
             BASE + "phase_cycles: 0",
             "s: phase_cycles: Input should be greater than or equal to 1",
         ),
@@ -126,6 +161,8 @@ def test_workloads_become_api_objects_with_pdb_and_spread() -> None:
     ids=[
         "unknown-workload",
         "unknown-workload-in-a-phase",
+        "daemonset-with-replicas",
+        "unknown-volume-kind",
         "phases-of-no-cycles",
         "zero-rate",
         "bad-routing",

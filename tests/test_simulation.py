@@ -33,7 +33,7 @@ from rebalancer.simulator.run import (
     violations,
 )
 from rebalancer.simulator.scenario import load_scenario, parse_scenario
-from rebalancer.simulator.scheduler import Scheduler
+from rebalancer.simulator.scheduler import Scheduler, SimulatedSteering
 
 ROOT = Path(__file__).resolve().parents[1]
 SCENARIOS = ROOT / "examples" / "scenarios"
@@ -119,6 +119,54 @@ def test_the_quiet_and_the_ha_workloads_are_never_moved() -> None:
     result = simulate(scenario, DEMO_POLICY, cycles=6, mode="migrate", seed=0)
     moved = {workload for row in result.cycles for workload in row.moved}
     assert moved == {"ml/trainer"}
+
+
+MESH = """
+name: mesh
+nodes: {zones: 2, racks_per_zone: 1, nodes_per_rack: 2}
+workloads:
+  - {name: web, namespace: shop, replicas: 2, pdb: {min_available: 1}, start_in: {zone: zone-a},
+     volumes: {istio-data: emptyDir, istio-envoy: memory, workload-socket: emptyDir}}
+  - {name: api, namespace: shop, replicas: 2, pdb: {min_available: 1}, start_in: {zone: zone-b},
+     volumes: {istio-data: emptyDir, spool: emptyDir}}
+  - {name: agent, namespace: shop, kind: DaemonSet, cpu: 100m}
+traffic:
+  - {source: shop/web, destination: shop/api, rate: 60}
+  - {source: shop/agent, destination: shop/web, rate: 30}
+"""
+
+
+def test_mesh_pods_move_and_local_storage_and_daemonsets_stay() -> None:
+    """web carries only an Istio sidecar's scratch volumes, api a disk-backed spool of its own,
+    agent is a DaemonSet (one pod on each node, tied to it): only web may move, and does."""
+    scenario = parse_scenario(MESH, "mesh")
+    cluster = SimulatedCluster(scenario, Scheduler(0))
+    agents = [p for p in cluster.snapshot.pods.values() if p.labels["app"] == "agent"]
+    assert sorted(p.node_name or "" for p in agents) == sorted(cluster.snapshot.nodes)
+    policy = parse_policy(DEFAULT_POLICY, "built-in")
+    result = simulate(scenario, policy, cycles=6, mode="migrate", seed=0)
+    assert {move.workload for move, _at in result.moves} == {"Deployment/shop/web"}
+    assert result.cycles[-1].weighted_cost < result.cycles[0].weighted_cost
+
+
+def test_a_replacement_stays_in_the_zone_its_claim_is_bound_to() -> None:
+    scenario = parse_scenario(
+        "name: db\nnodes: {zones: 2, racks_per_zone: 1, nodes_per_rack: 2}\nworkloads:\n"
+        "  - {name: db, kind: StatefulSet, replicas: 2, start_in: {zone: zone-b}, "
+        "volumes: {data: persistent}}\n",
+        "db",
+    )
+    cluster = SimulatedCluster(scenario, Scheduler(0))
+    [workload] = scenario.workloads
+    old = cluster.remove("default/db-0")
+    assert old.has_pvc
+    toward_a = SimulatedSteering({ZONE_LABEL: "zone-a"}, required=False)
+    new = cluster.replacement(workload, old, steering=toward_a)
+    assert new.node_name is not None
+    assert cluster.snapshot.nodes[new.node_name].labels[ZONE_LABEL] == "zone-b"
+    cluster.remove(new.key)
+    required = SimulatedSteering({ZONE_LABEL: "zone-a"}, required=True)
+    assert cluster.replacement(workload, old, steering=required).node_name is None  # Pending
 
 
 def test_traffic_follows_the_pods_each_cycle() -> None:

@@ -20,6 +20,7 @@ from rebalancer.cluster.parse import parse_items
 from rebalancer.cluster.topology import ZONE_LABEL
 from rebalancer.simulator.scenario import (
     COMPLETION_INDEX,
+    HOST_LABEL,
     LEVEL_LABELS,
     LevelName,
     PlacedPod,
@@ -64,8 +65,20 @@ class SimulatedCluster:
         self.snapshot = parse_items(items, f"scenario {self.scenario.name}")
         self.occupancy = Occupancy.from_snapshot(self.snapshot)
         for workload in self.scenario.workloads:
+            if workload.kind == "DaemonSet":
+                for ordinal, node in enumerate(self._daemon_nodes(workload)):
+                    self.create(workload, ordinal, steering=None, within={HOST_LABEL: node})
+                continue
             for ordinal in range(workload.replicas):
                 self.create(workload, ordinal, steering=None, within=_labels(workload.start_in))
+
+    def _daemon_nodes(self, workload: WorkloadSpec) -> list[str]:
+        """The nodes a DaemonSet runs a pod on: those its node_selector allows."""
+        return [
+            node.name
+            for node in self.snapshot.nodes.values()
+            if workload.node_selector.items() <= node.labels.items()
+        ]
 
     def create(
         self,
@@ -77,7 +90,9 @@ class SimulatedCluster:
     ) -> Pod:
         """A new pod of `workload`, placed by the scheduler, or Pending when nothing fits."""
         created = datetime.datetime.fromtimestamp(self.clock, datetime.UTC)
-        raw = _pod_object(workload, ordinal, next(self._serial), created)
+        raw = _pod_object(
+            workload, ordinal, next(self._serial), created, (within or {}).get(HOST_LABEL)
+        )
         parsed = parse_items([*self._owners[workload.key], (raw, "Pod")], "simulated pod")
         pod = parsed.pods[f"{workload.namespace}/{raw['metadata']['name']}"]
         node = self.scheduler.place(
@@ -90,6 +105,18 @@ class SimulatedCluster:
         if node is not None:
             self.occupancy.reserve(placed, node)
         return placed
+
+    def replacement(
+        self, workload: WorkloadSpec, old: Pod, *, steering: SimulatedSteering | None
+    ) -> Pod:
+        """A new pod in `old`'s place, with its ordinal; where the workload's pods claim
+        persistent volumes, in `old`'s zone, to which its volume is bound."""
+        within = {}
+        if workload.persistent and old.node_name:
+            zone = self.snapshot.nodes[old.node_name].labels.get(ZONE_LABEL)
+            if zone is not None:
+                within[ZONE_LABEL] = zone
+        return self.create(workload, _ordinal(old), steering=steering, within=within)
 
     def remove(self, pod_key: str) -> Pod:
         pod = self.snapshot.pods.pop(pod_key)
@@ -180,15 +207,43 @@ def _owner_objects(workload: WorkloadSpec) -> list[tuple[dict[str, Any], str]]:
     return owners
 
 
+def _ordinal(pod: Pod) -> int:
+    return int(pod.annotations.get("topology-rebalancer.io/ordinal", "0"))
+
+
 def _pod_object(
-    workload: WorkloadSpec, ordinal: int, serial: int, created: datetime.datetime
+    workload: WorkloadSpec,
+    ordinal: int,
+    serial: int,
+    created: datetime.datetime,
+    host: str | None = None,
 ) -> dict[str, Any]:
+    """As its controller makes it: a StatefulSet pod with its own claims, a DaemonSet pod tied
+    to its node (`host`) by node affinity."""
     [body, *_pdb] = workload_objects(workload)
     template = body["spec"]["template"]
+    spec = dict(template["spec"])
     if workload.kind == "Deployment":
         name, owner = f"{workload.name}-sim-{serial:05d}", ("ReplicaSet", f"{workload.name}-sim")
     elif workload.kind == "StatefulSet":
         name, owner = f"{workload.name}-{ordinal}", ("StatefulSet", workload.name)
+        claims = [
+            {"name": claim, "persistentVolumeClaim": {"claimName": f"{claim}-{name}"}}
+            for claim, kind in workload.volumes.items()
+            if kind == "persistent"
+        ]
+        if claims:
+            spec["volumes"] = [*spec.get("volumes", ()), *claims]
+    elif workload.kind == "DaemonSet":
+        name, owner = f"{workload.name}-{serial:05d}", ("DaemonSet", workload.name)
+        field = {"key": "metadata.name", "operator": "In", "values": [host]}
+        spec["affinity"] = {
+            "nodeAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": {
+                    "nodeSelectorTerms": [{"matchFields": [field]}]
+                }
+            }
+        }
     else:
         name, owner = f"{workload.name}-{serial:05d}", ("Job", workload.name)
     return {
@@ -200,11 +255,12 @@ def _pod_object(
             "labels": template["metadata"]["labels"],
             "ownerReferences": [{"kind": owner[0], "name": owner[1], "controller": True}],
             "annotations": {
+                **template["metadata"].get("annotations", {}),
                 "topology-rebalancer.io/ordinal": str(ordinal),
                 **({COMPLETION_INDEX: str(ordinal)} if workload.kind == "Job" else {}),
             },
             "creationTimestamp": created.strftime("%Y-%m-%dT%H:%M:%SZ"),
         },
-        "spec": template["spec"],
+        "spec": spec,
         "status": {"phase": "Pending"},
     }

@@ -227,7 +227,7 @@ class _Acting:
         one removed; a new pod outside the target is removed instead."""
         cluster = self.cluster
         steering = SimulatedSteering(move.target_labels, True)
-        new = cluster.create(workload, _ordinal(old), steering=steering)
+        new = cluster.replacement(workload, old, steering=steering)
         labels = cluster.snapshot.nodes[new.node_name].labels if new.node_name else {}
         if move.target_labels.items() <= labels.items():
             cluster.remove(move.pod)
@@ -256,7 +256,7 @@ class _Acting:
         steering = None
         if self.mode == "migrate":
             steering = SimulatedSteering(move.target_labels, migrate.required)
-        new = cluster.create(workload, _ordinal(old), steering=steering)
+        new = cluster.replacement(workload, old, steering=steering)
         self.fresh[workload.key] += new.ready
         if new.node_name:
             self.landed += (
@@ -400,13 +400,9 @@ def naive_baseline(scenario: Scenario, policy: Policy, *, seed: int) -> Simulati
             refused += 1
             continue
         cluster.remove(key)
-        fresh[workload.key] += cluster.create(workload, _ordinal(old), steering=None).ready
+        fresh[workload.key] += cluster.replacement(workload, old, steering=None).ready
         evicted += 1
         moved.append(workload.key)
     counts = (evicted, 0, refused)
     rows.append(_row(1, cluster, policy, counts, tuple(dict.fromkeys(moved)), averaged=averaged))
     return SimulationResult(scenario.name, "evict", seed, tuple(rows), policy.price.currency)
-
-
-def _ordinal(pod: Pod) -> int:
-    return int(pod.annotations.get("topology-rebalancer.io/ordinal", "0"))

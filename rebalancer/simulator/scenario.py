@@ -79,10 +79,17 @@ class SpreadSpec(_Strict):
     """DoNotSchedule when true, ScheduleAnyway otherwise."""
 
 
+VolumeKind = Literal["emptyDir", "memory", "hostPath", "persistent"]
+"""memory: an emptyDir backed by memory. persistent: a PersistentVolumeClaim, each StatefulSet
+pod's own, else one shared by the workload's pods; its volume is bound to the zone the pod
+first ran in, which a replacement cannot leave."""
+
+
 class WorkloadSpec(_Strict):
     name: Name
     namespace: Name = "default"
-    kind: Literal["Deployment", "StatefulSet", "Job"] = "Deployment"
+    kind: Literal["Deployment", "StatefulSet", "Job", "DaemonSet"] = "Deployment"
+    """A DaemonSet runs one pod on each node its node_selector allows (give no replicas)."""
     replicas: Annotated[int, Field(ge=1)] = 1
     cpu: str = "500m"
     memory: str = "512Mi"
@@ -91,6 +98,10 @@ class WorkloadSpec(_Strict):
     node_selector: dict[str, str] = Field(default_factory=dict)
     labels: dict[str, str] = Field(default_factory=dict)
     """Further pod labels, such as the job name a gang is grouped by; `app` is the workload's."""
+    annotations: dict[str, str] = Field(default_factory=dict)
+    """Pod annotations, such as cluster-autoscaler.kubernetes.io/safe-to-evict-local-volumes."""
+    volumes: dict[Name, VolumeKind] = Field(default_factory=dict)
+    """Each pod's volumes by name, such as {istio-data: emptyDir, data: persistent}."""
     pdb: PdbSpec | None = None
     spread: tuple[SpreadSpec, ...] = ()
     priority_class: str | None = None
@@ -101,9 +112,26 @@ class WorkloadSpec(_Strict):
     """spec.trafficDistribution of the Service in front of the workload: every workload that
     another one calls (`even` routing) is behind a Service of its name. None: cluster-wide."""
 
+    @model_validator(mode="after")
+    def _daemonset_has_no_count(self) -> WorkloadSpec:
+        if self.kind != "DaemonSet":
+            return self
+        given = [f for f in ("replicas", "start_in", "pdb") if f in self.model_fields_set]
+        if given:
+            raise ValueError(
+                f"{given[0]}: a DaemonSet runs one pod on each node its node_selector allows, "
+                "and its pods never move"
+            )
+        return self
+
     @property
     def key(self) -> str:
         return f"{self.namespace}/{self.name}"
+
+    @property
+    def persistent(self) -> bool:
+        """Whether its pods mount a claim, whose volume pins them to a zone."""
+        return "persistent" in self.volumes.values()
 
     @property
     def promised_ready(self) -> int:
@@ -186,6 +214,15 @@ class Scenario(_Strict):
             return self
         phase = self.traffic_phases[self.phase_of(number)]
         return self.model_copy(update={"traffic": phase})
+
+    def pods_of(self, workload: WorkloadSpec) -> int:
+        """How many pods the workload runs: its replicas, or a DaemonSet's one on each of the
+        scenario's nodes its node_selector allows."""
+        if workload.kind != "DaemonSet":
+            return workload.replicas
+        selector = workload.node_selector.items()
+        nodes = (node_object(spec)["metadata"]["labels"] for spec in self.node_specs())
+        return sum(selector <= labels.items() for labels in nodes)
 
     def averaged(self) -> Scenario:
         """The scenario with its phases' traffic averaged over a period (itself without
@@ -310,7 +347,27 @@ def _pod_template(workload: WorkloadSpec) -> dict[str, Any]:
         spec["restartPolicy"] = "Never"
     if workload.priority_class:
         spec["priorityClassName"] = workload.priority_class
-    return {"metadata": {"labels": labels}, "spec": spec}
+    volumes = [
+        _volume(workload, name, kind)
+        for name, kind in workload.volumes.items()
+        if not (kind == "persistent" and workload.kind == "StatefulSet")  # its claim templates
+    ]
+    if volumes:
+        spec["volumes"] = volumes
+    metadata: dict[str, Any] = {"labels": labels}
+    if workload.annotations:
+        metadata["annotations"] = dict(workload.annotations)
+    return {"metadata": metadata, "spec": spec}
+
+
+def _volume(workload: WorkloadSpec, name: str, kind: VolumeKind) -> dict[str, Any]:
+    if kind == "emptyDir":
+        return {"name": name, "emptyDir": {}}
+    if kind == "memory":
+        return {"name": name, "emptyDir": {"medium": "Memory"}}
+    if kind == "hostPath":
+        return {"name": name, "hostPath": {"path": f"/var/lib/{workload.name}/{name}"}}
+    return {"name": name, "persistentVolumeClaim": {"claimName": f"{workload.name}-{name}"}}
 
 
 def workload_objects(workload: WorkloadSpec) -> list[dict[str, Any]]:
@@ -331,6 +388,13 @@ def workload_objects(workload: WorkloadSpec) -> list[dict[str, Any]]:
                 "template": template,
             },
         }
+    elif workload.kind == "DaemonSet":
+        body = {
+            "apiVersion": "apps/v1",
+            "kind": "DaemonSet",
+            "metadata": metadata,
+            "spec": {"selector": selector, "template": template},
+        }
     else:
         body = {
             "apiVersion": "apps/v1",
@@ -341,6 +405,18 @@ def workload_objects(workload: WorkloadSpec) -> list[dict[str, Any]]:
         if workload.kind == "StatefulSet":
             body["spec"]["serviceName"] = workload.name
             body["spec"]["podManagementPolicy"] = "Parallel"
+            claims = [name for name, kind in workload.volumes.items() if kind == "persistent"]
+            if claims:
+                body["spec"]["volumeClaimTemplates"] = [
+                    {
+                        "metadata": {"name": name},
+                        "spec": {
+                            "accessModes": ["ReadWriteOnce"],
+                            "resources": {"requests": {"storage": "1Gi"}},
+                        },
+                    }
+                    for name in claims
+                ]
     objects = [body]
     if workload.pdb is not None:
         budget: dict[str, Any] = {"selector": selector}

@@ -52,13 +52,14 @@ class Scheduler:
         within: Mapping[str, str],
         steering: SimulatedSteering | None,
     ) -> str | None:
-        required = dict(within)
+        # Both hold: a required hint cannot take a pod out of the zone its volume is bound to.
+        required = [within.items()]
         if steering is not None and steering.required:
-            required.update(steering.labels)
+            required.append(steering.labels.items())
         feasible = [
             node
             for node in snapshot.nodes.values()
-            if required.items() <= node.labels.items()
+            if all(labels <= node.labels.items() for labels in required)
             and rejection(pod, node, occupancy, honor_soft_spread=False) is None
         ]
         if not feasible:

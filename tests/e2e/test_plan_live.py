@@ -5,8 +5,10 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
+from kubernetes import client
 
 from harness.cluster import LocalCluster
 from harness.exporter import ClusterTraffic
@@ -15,7 +17,7 @@ from harness.prometheus import PrometheusServer
 from rebalancer.cli import main
 from rebalancer.clients.inputs import load_snapshot
 from rebalancer.cluster.model import WorkloadRef
-from rebalancer.simulator.scenario import load_scenario
+from rebalancer.simulator.scenario import load_scenario, parse_scenario
 from tests.conftest import LIVE_POLICY_YAML
 
 pytestmark = pytest.mark.e2e
@@ -53,6 +55,23 @@ def test_snapshot_command_writes_what_the_parser_reads(
     assert "wrote" in capsys.readouterr().out
 
 
+def _planned(
+    cluster: LocalCluster,
+    server: PrometheusServer,
+    namespace: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> dict[str, Any]:
+    """`rebalancer plan --output json` for one namespace, which must succeed."""
+    policy = tmp_path / "policy.yaml"
+    policy.write_text(LIVE_POLICY_YAML + f"scope: {{namespaces: {{include: [{namespace}]}}}}\n")
+    arguments = ["plan", "--policy", str(policy), "--kubeconfig", str(cluster.kubeconfig)]
+    code = main([*arguments, "--prometheus", server.url, "--output", "json"])
+    document: dict[str, Any] = json.loads(capsys.readouterr().out)
+    assert code == 0, document
+    return document
+
+
 def test_live_plan_sees_the_true_cross_zone_traffic(
     cluster: LocalCluster,
     chatty: tuple[ClusterTraffic, PrometheusServer],
@@ -60,23 +79,7 @@ def test_live_plan_sees_the_true_cross_zone_traffic(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     traffic, server = chatty
-    policy = tmp_path / "policy.yaml"
-    policy.write_text(LIVE_POLICY_YAML + "scope: {namespaces: {include: [shop]}}\n")
-    code = main(
-        [
-            "plan",
-            "--policy",
-            str(policy),
-            "--kubeconfig",
-            str(cluster.kubeconfig),
-            "--prometheus",
-            server.url,
-            "--output",
-            "json",
-        ]
-    )
-    document = json.loads(capsys.readouterr().out)
-    assert code == 0, document
+    document = _planned(cluster, server, "shop", tmp_path, capsys)
     truth = traffic.true_crossing()
     shop_pairs = [
         p
@@ -87,3 +90,37 @@ def test_live_plan_sees_the_true_cross_zone_traffic(
     assert document["figures"]["crossing"]["zone"] == pytest.approx(
         truth["zone"], rel=0.05, abs=1.0
     )
+
+
+MESH = """
+name: mesh-live
+workloads:
+  - {name: web, namespace: mesh, replicas: 2, start_in: {zone: zone-a},
+     volumes: {istio-data: emptyDir, istio-envoy: memory, workload-socket: emptyDir}}
+  - {name: api, namespace: mesh, replicas: 2, start_in: {zone: zone-b},
+     volumes: {istio-data: emptyDir, spool: emptyDir}}
+  - {name: agent, namespace: mesh, kind: DaemonSet, cpu: 50m,
+     node_selector: {topology.kubernetes.io/zone: zone-c}}
+traffic:
+  - {source: mesh/web, destination: mesh/api, rate: 60}
+  - {source: mesh/agent, destination: mesh/api, rate: 30}
+"""
+
+
+def test_a_live_plan_moves_mesh_pods_and_keeps_local_storage_and_daemonset_pods(
+    cluster: LocalCluster, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The pods as the API server and the DaemonSet controller make them: web carries an Istio
+    sidecar's scratch volumes (disposable), api a disk-backed spool of its own, and agent's pods
+    are tied to their nodes. The plan moves web to api and names why the others stay."""
+    scenario = parse_scenario(MESH, "mesh")
+    try:
+        with live_scenario(cluster, scenario, tmp_path / "prometheus") as (_truth, server):
+            document = _planned(cluster, server, "mesh", tmp_path, capsys)
+    finally:  # its pods would sit on zone c's nodes for the modules after this one
+        client.AppsV1Api(cluster.api_client()).delete_namespaced_daemon_set("agent", "mesh")
+    moved = {move["workload"] for move in document["moves"]}
+    assert moved == {"Deployment/mesh/web"}, document["skipped"]
+    reasons = {skip["pod"].split("-")[0]: skip["reason"] for skip in document["skipped"]}
+    assert reasons["mesh/api"] == "local storage (volume spool)"
+    assert reasons["mesh/agent"] == "daemonset pod"
