@@ -417,6 +417,26 @@ def test_a_mesh_scratch_volume_protects_when_the_policy_lists_none() -> None:
     assert {s.reason for s in plan.skipped} == {"local storage (volume workload-socket)"}
 
 
+def _claims_a_volume(pod: b.Obj) -> None:
+    name = pod["metadata"]["name"]
+    pod["spec"]["volumes"] = [{"name": "data", "persistentVolumeClaim": {"claimName": name}}]
+
+
+def test_a_pod_with_a_claim_moves_only_within_its_zone() -> None:
+    """Allowed to move pods with claims, the planner still keeps each in the zone its volume is
+    bound to: the clients, which hold claims, stay; the servers come to them."""
+    objects = [
+        *grid_nodes(),
+        *b.deployment_pods("client", ["node-a11", "node-a12"], mutate_pod=_claims_a_volume),
+        *b.deployment_pods("server", ["node-b11", "node-b12"]),
+    ]
+    policy = make_policy(protections={"evict_pvc": True})
+    plan, _view = plan_once(policy, snapshot_of(objects), chatty_rates(objects))
+    assert plan.moves
+    assert {m.workload for m in plan.moves} == {"Deployment/default/server"}
+    assert all(m.destination["zone"] == "a" for m in plan.moves)
+
+
 def _one_more_desired(obj: b.Obj) -> None:
     obj["spec"]["replicas"] += 1
 

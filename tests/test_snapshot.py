@@ -101,7 +101,11 @@ def test_rules_and_volumes_are_read() -> None:
             tolerations=[{"key": "gpu", "operator": "Exists"}],
             priority=1000,
             priorityClassName="system-node-critical",
-            volumes=[{"name": "cache", "emptyDir": {}}, {"name": "d", "persistentVolumeClaim": {}}],
+            volumes=[
+                {"name": "cache", "emptyDir": {}},
+                {"name": "d", "persistentVolumeClaim": {"claimName": "data-p"}},
+                {"name": "e", "ephemeral": {"volumeClaimTemplate": {}}},
+            ],
             affinity={
                 "podAntiAffinity": {
                     "requiredDuringSchedulingIgnoredDuringExecution": [
@@ -118,6 +122,7 @@ def test_rules_and_volumes_are_read() -> None:
     assert pod.node_selector == {"disk": "ssd"}
     assert pod.priority == 1000 and pod.priority_class_name == "system-node-critical"
     assert pod.local_volumes == ("cache",) and pod.has_pvc
+    assert pod.claims == ("data-p",)  # the ephemeral one is made afresh with each pod
     assert pod.required_anti_affinity[0].topology_key == "zone"
     assert pod.required_anti_affinity[0].namespaces == ("default",)
     assert pod.spread_constraints[0].max_skew == 2 and not pod.spread_constraints[0].hard

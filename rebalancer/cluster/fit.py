@@ -23,6 +23,7 @@ from rebalancer.cluster.model import (
     Taint,
 )
 from rebalancer.cluster.selectors import matches_label_selector, matches_node_selector_terms
+from rebalancer.cluster.topology import ZONE_LABEL
 
 _RELEASED_PHASES = frozenset({"Succeeded", "Failed"})
 _HARD_TAINT_EFFECTS = frozenset({"NoSchedule", "NoExecute"})
@@ -121,14 +122,25 @@ def untolerated_taint(pod: Pod, node: Node) -> Taint | None:
     return None
 
 
-def admits(pod: Pod, node: Node) -> bool:
+def claimed_zone(pod: Pod, nodes: Mapping[str, Node]) -> str | None:
+    """The zone the volumes of the pod's claims are bound to: that of the node it runs on, as a
+    zonal disk attaches only there (the scheduler's VolumeBinding follows the volume's node
+    affinity). None for a pod without claims."""
+    if not pod.claims or pod.node_name is None or pod.node_name not in nodes:
+        return None
+    return nodes[pod.node_name].labels.get(ZONE_LABEL)
+
+
+def admits(pod: Pod, node: Node, nodes: Mapping[str, Node]) -> bool:
     """Whether the node could ever take the pod, whatever else runs there: ready, schedulable,
-    selected by the pod's node rules, and every hard taint tolerated."""
+    selected by the pod's node rules, every hard taint tolerated, and in its claims' zone."""
+    zone = claimed_zone(pod, nodes)
     return (
         node.ready
         and not node.unschedulable
         and node_affinity_allows(pod, node)
         and untolerated_taint(pod, node) is None
+        and (zone is None or node.labels.get(ZONE_LABEL) == zone)
     )
 
 
@@ -161,6 +173,9 @@ def rejection(pod: Pod, node: Node, occupancy: Occupancy, honor_soft_spread: boo
         return "insufficient resources"
     if not node_affinity_allows(pod, node):
         return "node selector or affinity"
+    zone = claimed_zone(pod, occupancy.snapshot.nodes)
+    if zone is not None and node.labels.get(ZONE_LABEL) != zone:
+        return f"its volume claims are bound to zone {zone}"
     taint = untolerated_taint(pod, node)
     if taint is not None:
         return f"untolerated taint {taint.key}"

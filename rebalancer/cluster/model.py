@@ -164,6 +164,9 @@ class Pod(msgspec.Struct, frozen=True, gc=False):
     """Names of the volumes whose data lives on the node and goes with the pod, as the cluster
     autoscaler counts them (`parse.local_volumes`)."""
     has_pvc: bool = False
+    claims: tuple[str, ...] = ()
+    """The PersistentVolumeClaims it mounts (not generic ephemeral ones, made afresh with each
+    pod): their volumes are bound to the zone it runs in."""
     created: str = ""
     uid: str = ""
     """metadata.uid: tells the pod planned for from a namesake made since (a StatefulSet's

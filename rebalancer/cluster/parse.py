@@ -253,6 +253,11 @@ def _parse_pod(
         priority_class_name=spec.priorityClassName or "",
         local_volumes=local_volumes(volumes, metadata.annotations or {}),
         has_pvc=any("persistentVolumeClaim" in v or "ephemeral" in v for v in volumes),
+        claims=tuple(
+            str(claim.get("claimName", ""))
+            for v in volumes
+            if isinstance(claim := v.get("persistentVolumeClaim"), Mapping)
+        ),
         created=metadata.creationTimestamp or "",
         uid=metadata.uid or "",
         scheduler_name=spec.schedulerName or "",

@@ -291,7 +291,9 @@ class Protections(Strict):
     a pod's storage local: those Istio's and Linkerd's injectors add. Counted, they would
     protect every pod of a service mesh."""
     evict_pvc: bool = False
-    """Move pods with PersistentVolumeClaims, whose volumes may be bound to a zone."""
+    """Move pods with PersistentVolumeClaims (or generic ephemeral volumes). A pod's claims hold
+    it in the zone it runs in, where a zonal volume is bound: it moves between racks and hosts
+    there, never to another zone."""
     evict_single_replica: bool = False
     """Move workloads of one replica, which are down while the replacement starts."""
     honor_soft_spread: bool = True

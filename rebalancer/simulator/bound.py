@@ -116,7 +116,9 @@ class _Bound:
             rule = (pod.workload or key, pod.requests)
             if rule not in admitting:
                 admitting[rule] = frozenset(
-                    name for name in self.home if admits(pod, self.snapshot.nodes[name])
+                    name
+                    for name in self.home
+                    if admits(pod, self.snapshot.nodes[name], self.snapshot.nodes)
                 )
             group = (*rule, admitting[rule])
             if group not in grouped:

@@ -39,7 +39,9 @@ domain-level bound stands in). Work, not seconds, so the answer does not depend 
 def _allowed_nodes(snapshot: Snapshot) -> dict[str, list[str]]:
     """Pod -> nodes whose selectors and taints admit it; capacity and spread are constraints."""
     return {
-        pod.key: [node.name for node in snapshot.nodes.values() if admits(pod, node)]
+        pod.key: [
+            node.name for node in snapshot.nodes.values() if admits(pod, node, snapshot.nodes)
+        ]
         for pod in snapshot.pods.values()
         if pod.node_name
     }
