@@ -3,7 +3,7 @@ and scraped by Prometheus, ready once rate() over the window tells the truth."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -30,20 +30,44 @@ def live_scenario(
     """
     cluster.load_scenario(scenario)
     traffic = ClusterTraffic(scenario, cluster.api_client())
-    namespaces = "|".join(sorted({w.namespace for w in scenario.workloads}))
-    series = len(traffic.rates())
-    with serve(FlowCounters(traffic.rates)) as target:
+    namespaces = sorted({w.namespace for w in scenario.workloads})
+    with served_traffic(
+        traffic.rates,
+        namespaces,
+        workdir,
+        window_seconds,
+        extra_jobs=extra_jobs,
+        rule_files=rule_files,
+    ) as prometheus:
+        yield traffic, prometheus
+
+
+@contextmanager
+def served_traffic(
+    rates: Callable[[], Mapping[tuple[str, str], float]],
+    namespaces: Sequence[str],
+    workdir: Path,
+    window_seconds: int = 10,
+    *,
+    extra_jobs: Mapping[str, ScrapeJob] | None = None,
+    rule_files: Sequence[Path] = (),
+) -> Iterator[PrometheusServer]:
+    """`rates` (pod pair -> flows/s, read at every scrape) served as Hubble's counters and
+    scraped by a Prometheus, yielded once rate() over the window tells the truth for every
+    pair of these namespaces; Prometheus is stopped after."""
+    with serve(FlowCounters(rates)) as target:
         prometheus = PrometheusServer(
             workdir, [target], extra_jobs=extra_jobs, rule_files=rule_files
         )
         try:
             prometheus.wait_ready()
             prometheus.wait_for(
-                f'count_over_time(hubble_flows_processed_total{{source_namespace=~"{namespaces}"}}'
+                "count_over_time(hubble_flows_processed_total"
+                f'{{source_namespace=~"{"|".join(namespaces)}"}}'
                 f"[{window_seconds}s]) >= {window_seconds}",
-                series=series,
+                series=len(rates()),
                 timeout=6 * window_seconds,
             )
-            yield traffic, prometheus
+            yield prometheus
         finally:
             prometheus.stop()

@@ -23,9 +23,8 @@ from prometheus_client import CollectorRegistry
 
 from harness.cluster import LocalCluster, build_binaries, is_ready
 from harness.deploy import install_crds
-from harness.exporter import FlowCounters, serve
+from harness.live import served_traffic
 from harness.process import wait_until
-from harness.prometheus import PrometheusServer
 from rebalancer.cli import main
 from rebalancer.clients.kube_api import list_raw
 from rebalancer.cluster.gang_owners import OWNERS
@@ -320,19 +319,8 @@ def gangs(cluster: LocalCluster, tmp_path_factory: pytest.TempPathFactory) -> It
         if source != destination
     }
     workdir = tmp_path_factory.mktemp("gangs")
-    with serve(FlowCounters(lambda: rates)) as target:
-        prometheus = PrometheusServer(workdir, [target])
-        try:
-            prometheus.wait_ready()
-            prometheus.wait_for(
-                "count_over_time(hubble_flows_processed_total"
-                f'{{source_namespace="{NAMESPACE}"}}[10s]) >= 10',
-                series=len(rates),
-                timeout=60,
-            )
-            yield Setup(cluster, prometheus, None, NAMESPACE)  # type: ignore[arg-type]
-        finally:
-            prometheus.stop()
+    with served_traffic(lambda: rates, [NAMESPACE], workdir) as prometheus:
+        yield Setup(cluster, prometheus, None, NAMESPACE)  # type: ignore[arg-type]
 
 
 def test_the_owners_objects_are_accepted_by_their_crds(gangs: Setup) -> None:

@@ -27,7 +27,7 @@ from kubernetes import client
 from prometheus_client import CollectorRegistry
 
 from harness.cluster import LocalCluster, is_ready
-from harness.exporter import FlowCounters, serve
+from harness.live import served_traffic
 from harness.process import wait_until
 from harness.prometheus import PrometheusServer
 from rebalancer.clients.events import EventRecorder
@@ -190,24 +190,16 @@ def prometheus(
             return {}
         return {(names[i], names[(i + 1) % RANKS]): 10.0 for i in range(RANKS)}
 
-    with serve(FlowCounters(ring)) as target:
-        server = PrometheusServer(tmp_path_factory.mktemp("prometheus-jobs"), [target])
-        try:
-            server.wait_ready()
-            server.wait_for(
-                "count_over_time(hubble_flows_processed_total"
-                f'{{source_namespace="{NAMESPACE}"}}[10s]) >= 10',
-                series=RANKS,
-                timeout=60,
-            )
+    workdir = tmp_path_factory.mktemp("prometheus-jobs")
+    try:
+        with served_traffic(ring, [NAMESPACE], workdir) as server:
             yield server
-        finally:
-            server.stop()
-            # Before its nodes go, or the pods on them would be left to the pod GC.
-            client.BatchV1Api(cluster.api_client()).delete_namespaced_job(
-                "ring", NAMESPACE, propagation_policy="Background"
-            )
-            wait_until(lambda: not _all_pods(core), 60, "the ring Job's pods to be gone")
+    finally:
+        # Before its nodes go, or the pods on them would be left to the pod GC.
+        client.BatchV1Api(cluster.api_client()).delete_namespaced_job(
+            "ring", NAMESPACE, propagation_policy="Background"
+        )
+        wait_until(lambda: not _all_pods(core), 60, "the ring Job's pods to be gone")
 
 
 def test_a_ring_is_reordered_whole_in_one_cycle_each_rank_steered_to_its_own_rack(

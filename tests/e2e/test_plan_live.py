@@ -117,8 +117,8 @@ def test_a_live_plan_moves_mesh_pods_and_keeps_local_storage_and_daemonset_pods(
     try:
         with live_scenario(cluster, scenario, tmp_path / "prometheus") as (_truth, server):
             document = _planned(cluster, server, "mesh", tmp_path, capsys)
-    finally:  # its pods would sit on zone c's nodes for the modules after this one
-        client.AppsV1Api(cluster.api_client()).delete_namespaced_daemon_set("agent", "mesh")
+    finally:  # its pods would sit on zone c's nodes, and its names in others' way
+        client.CoreV1Api(cluster.api_client()).delete_namespace("mesh")
     moved = {move["workload"] for move in document["moves"]}
     assert moved == {"Deployment/mesh/web"}, document["skipped"]
     reasons = {skip["pod"].split("-")[0]: skip["reason"] for skip in document["skipped"]}

@@ -96,7 +96,11 @@ def test_the_endpoints_are_read_as_the_endpointslice_controller_wrote_them(
     controller = routed.controller("dry-run")
     snapshot = controller.snapshots()
     api = snapshot.services[f"{NAMESPACE}/api"]
-    pods = {key for key, pod in snapshot.pods.items() if pod.labels.get("app") == "api"}
+    pods = {
+        key
+        for key, pod in snapshot.pods.items()
+        if pod.namespace == NAMESPACE and pod.labels.get("app") == "api"
+    }
     assert {e.pod for e in api.endpoints} == pods
     assert len({e.zone for e in api.endpoints}) == 3
     assert api.resource_version and api.annotations[ROUTING_ANNOTATION] == "apply"
