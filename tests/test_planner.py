@@ -437,6 +437,29 @@ def test_a_pod_with_a_claim_moves_only_within_its_zone() -> None:
     assert all(m.destination["zone"] == "a" for m in plan.moves)
 
 
+def test_evict_mode_evicts_only_where_the_scheduler_would_land_the_replacement() -> None:
+    """The client in zone a and the server in zone b pull each other; zone c's empty nodes
+    score highest under the scheduler's default profile (least allocated, no pod of the
+    workload near). Unsteered, either side's replacement would land in zone c, so evict mode
+    evicts nothing; migrate mode steers the replacements and moves."""
+    objects = [
+        *grid_nodes("a", racks=1),
+        *grid_nodes("b", racks=1),
+        *grid_nodes("c", racks=1),
+        *b.deployment_pods("client", ["node-a11", "node-a12"]),
+        *b.deployment_pods("server", ["node-b11", "node-b12"], cpu="6"),
+    ]
+    snapshot, rates = snapshot_of(objects), chatty_rates(objects)
+    evict, _view = plan_once(make_policy(mode="evict"), snapshot, rates)
+    assert evict.moves == ()
+    landing = {s.reason for s in evict.skipped if s.category == "landing"}
+    assert landing and all(
+        reason.startswith("evicted, its replacement would land on node-c1") for reason in landing
+    )
+    steered, _view = plan_once(make_policy(mode="migrate"), snapshot, rates)
+    assert steered.moves
+
+
 def _one_more_desired(obj: b.Obj) -> None:
     obj["spec"]["replicas"] += 1
 

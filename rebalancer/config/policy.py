@@ -20,6 +20,7 @@ from rebalancer.config.rates import in_source_unit
 from rebalancer.config.sections import (
     Cooldown,
     CrossZonePrice,
+    Evict,
     Jobs,
     Limits,
     Migrate,
@@ -71,6 +72,8 @@ class Policy(Strict):
     """How long a move may not be undone (loop protection)."""
     persistence: Persistence = Persistence()
     """How long a move must keep being proposed before it is made."""
+    evict: Evict = Evict()
+    """How evict mode judges a move, as it steers nothing."""
     migrate: Migrate = Migrate()
     """How migrate mode steers replacements."""
     jobs: Jobs = Jobs()

@@ -64,6 +64,8 @@ class PlanningRules:
     jobs: Jobs
     steered: bool
     """Whether replacements are steered to their targets (migrate mode, or its dry run)."""
+    predict_landing: bool = False
+    """Evict mode: evict only where the scheduler would land the replacement in the target."""
     surge: Surge | None = None
     """Set when Deployments are moved make-before-break: `migrate.method: surge`, in migrate
     mode or previewed in a dry run."""
@@ -81,6 +83,7 @@ class PlanningRules:
             price=price_of(policy, topology),
             jobs=policy.jobs,
             steered=policy.mode != "evict",
+            predict_landing=policy.mode == "evict" and policy.evict.predict_landing,
             surge=(
                 policy.migrate.surge
                 if policy.migrate.method == "surge" and policy.mode != "evict"

@@ -411,6 +411,18 @@ class Surge(Strict):
     the extra replica, or scale while the surge holds it, and the surge would then be undone."""
 
 
+class Evict(Strict):
+    """How evict mode, which steers nothing, judges a move before it is made."""
+
+    predict_landing: bool = True
+    """Evict a pod only where kube-scheduler's default profile would put its replacement in the
+    target: at least half of the nodes it scores highest lie there (least allocated, the
+    default zone and host spreading, the pod's own rules). Elsewhere the eviction is a
+    disruption for nothing, or for worse. Turn it off where the scheduler scores otherwise (a
+    profile of your own, MostAllocated, another scheduler): moves are then judged only by where
+    replacements land, and misses back a workload off."""
+
+
 class Migrate(Strict):
     """How migrate mode steers replacements (through placement hints and the webhook)."""
 

@@ -21,6 +21,7 @@ from rebalancer.cluster.model import (
     SnapshotIndexes,
     WorkloadRef,
 )
+from rebalancer.cluster.scoring import best, scores
 from rebalancer.cluster.topology import SHARED, Domain, Location, Topology
 from rebalancer.config.resolved import PlanningRules
 from rebalancer.cost.model import CostModel, Worth
@@ -331,7 +332,38 @@ class _Cycle:
         if refusal is not None:
             return refusal
         node = self.node_in(pod, target)
-        return ("no-fit", node.reason) if isinstance(node, NoFit) else node
+        if isinstance(node, NoFit):
+            return "no-fit", node.reason
+        if self.rules.predict_landing:
+            elsewhere = self.landing_refusal(pod, target)
+            if elsewhere is not None:
+                return "landing", elsewhere
+        return node
+
+    def landing_refusal(self, pod: Pod, target: Domain) -> str | None:
+        """Evict mode steers nothing: the replacement goes where the scheduler's default
+        profile scores highest. A pod is evicted only where at least half of those nodes lie
+        in the target; elsewhere the eviction is a disruption for nothing, or for worse. Its
+        own room counts as free: the conservative side, as a replacement then tends to go
+        back where it was (a pod's grace period may yet hold it)."""
+        occupancy = self.occupancy
+        assert pod.node_name is not None  # protection_reason: running on a known node
+        occupancy.release(pod)
+        try:
+            scored = scores(pod, self.view.snapshot, occupancy, within={}, steering=None)
+        finally:
+            occupancy.reserve(pod, pod.node_name)
+        tied = best(scored)
+        members = set(self.view.topology.nodes_by_domain.get(target, ()))
+        inside = sum(name in members for name in tied)
+        if tied and 2 * inside >= len(tied):
+            return None
+        outside = next((name for name in tied if name not in members), None)
+        where = f"on {outside}" if outside is not None else "nowhere (no node would take it)"
+        return (
+            f"evicted, its replacement would land {where}, outside {target.name}, where the "
+            "scheduler scores highest (evict mode steers nothing)"
+        )
 
     def job_refusal(self, candidate: Candidate, worth: Worth) -> tuple[SkipCategory, str] | None:
         """A job is restarted at most once in `jobs.min_interval_seconds`, and only when the

@@ -50,6 +50,7 @@ SkipCategory = Literal[
     "pdb",
     "spread",
     "no-fit",
+    "landing",
     "surge",
 ]
 """A bounded name for why a candidate was skipped, for metric labels; the reason has details."""

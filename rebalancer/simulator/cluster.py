@@ -17,6 +17,7 @@ import msgspec
 from rebalancer.cluster.fit import Occupancy
 from rebalancer.cluster.model import Pod, Snapshot
 from rebalancer.cluster.parse import parse_items
+from rebalancer.cluster.scoring import Steering
 from rebalancer.cluster.topology import ZONE_LABEL
 from rebalancer.simulator.scenario import (
     COMPLETION_INDEX,
@@ -32,7 +33,7 @@ from rebalancer.simulator.scenario import (
     services,
     workload_objects,
 )
-from rebalancer.simulator.scheduler import Scheduler, SimulatedSteering
+from rebalancer.simulator.scheduler import Scheduler
 from rebalancer.traffic.model import PodTraffic
 
 
@@ -85,7 +86,7 @@ class SimulatedCluster:
         workload: WorkloadSpec,
         ordinal: int,
         *,
-        steering: SimulatedSteering | None,
+        steering: Steering | None,
         within: Mapping[str, str] | None = None,
     ) -> Pod:
         """A new pod of `workload`, placed by the scheduler, or Pending when nothing fits."""
@@ -106,9 +107,7 @@ class SimulatedCluster:
             self.occupancy.reserve(placed, node)
         return placed
 
-    def replacement(
-        self, workload: WorkloadSpec, old: Pod, *, steering: SimulatedSteering | None
-    ) -> Pod:
+    def replacement(self, workload: WorkloadSpec, old: Pod, *, steering: Steering | None) -> Pod:
         """A new pod in `old`'s place, with its ordinal; where the workload's pods claim
         persistent volumes, in `old`'s zone, to which its volume is bound."""
         within = {}

@@ -12,6 +12,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from rebalancer.cluster.model import Pod, Resources
+from rebalancer.cluster.scoring import Steering
 from rebalancer.config.policy import Policy
 from rebalancer.config.resolved import PlanningRules, price_of
 from rebalancer.cost.figures import Figures
@@ -42,7 +43,7 @@ from rebalancer.simulator.scenario import (
     WorkloadSpec,
     domain_counts,
 )
-from rebalancer.simulator.scheduler import Scheduler, SimulatedSteering
+from rebalancer.simulator.scheduler import Scheduler
 
 _NOTHING = Resources()
 
@@ -226,7 +227,7 @@ class _Acting:
         """Make-before-break: the new pod, steered as the required hint steers it, then the old
         one removed; a new pod outside the target is removed instead."""
         cluster = self.cluster
-        steering = SimulatedSteering(move.target_labels, True)
+        steering = Steering(move.target_labels, True)
         new = cluster.replacement(workload, old, steering=steering)
         labels = cluster.snapshot.nodes[new.node_name].labels if new.node_name else {}
         if move.target_labels.items() <= labels.items():
@@ -255,7 +256,7 @@ class _Acting:
         cluster, migrate = self.cluster, self.policy.migrate
         steering = None
         if self.mode == "migrate":
-            steering = SimulatedSteering(move.target_labels, migrate.required)
+            steering = Steering(move.target_labels, migrate.required)
         new = cluster.replacement(workload, old, steering=steering)
         self.fresh[workload.key] += new.ready
         if new.node_name:

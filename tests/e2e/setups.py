@@ -81,12 +81,16 @@ def serving_webhook(
         server.stop()
 
 
-def acting_policy(namespace: str) -> str:
-    """Policy lines that let a test's controller act on its first cycle, in its namespace only."""
+def acting_policy(namespace: str, *, predict_landing: bool = False) -> str:
+    """Policy lines that let a test's controller act on its first cycle, in its namespace only.
+    In evict mode it evicts wherever the scheduler may put the replacement, unless
+    `predict_landing`: most tests judge the eviction machinery, test_evict_landing the
+    prediction of where a replacement lands."""
     return f"""
 scope: {{namespaces: {{include: [{namespace}]}}}}
 persistence: {{cycles: 1}}
 thresholds: {{min_gain: 1, min_gain_ratio: 0}}
+evict: {{predict_landing: {str(predict_landing).lower()}}}
 """
 
 
@@ -107,9 +111,12 @@ class Setup:
         prometheus_url: str | None = None,
         extra: str = "",
         registry: CollectorRegistry | None = None,
+        *,
+        predict_landing: bool = False,
     ) -> Controller:
         api = self.cluster.api_client()
-        text = LIVE_POLICY_YAML + self.acting + extra + f"mode: {mode}\n"
+        acting = acting_policy(self.namespace, predict_landing=predict_landing)
+        text = LIVE_POLICY_YAML + acting + extra + f"mode: {mode}\n"
         return Controller(
             api=api,
             snapshots=lambda: read_snapshot(api),

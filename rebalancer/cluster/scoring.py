@@ -1,0 +1,114 @@
+"""Where kube-scheduler's default profile would put a new pod, in miniature: what the simulated
+scheduler places replacements by, and what evict mode asks before it evicts a pod.
+
+The filters are the planner's own (`fit.rejection`). The scores are: least allocated (weight 1);
+the default soft spreading over zones and hosts, scored and normalized as PodTopologySpread does
+(weight 2); and preferred node affinity, which migrate mode adds to a replacement (weight 2).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from rebalancer.cluster.fit import Occupancy, rejection
+from rebalancer.cluster.model import Node, Pod, Snapshot
+from rebalancer.cluster.topology import ZONE_LABEL
+
+_LEAST_ALLOCATED, _SPREAD, _NODE_AFFINITY = 1, 2, 2
+"""kube-scheduler's default weights for the score plugins modelled."""
+_DEFAULT_ZONE_SKEW, _DEFAULT_HOST_SKEW = 5, 3
+"""The max skews of kube-scheduler's default (ScheduleAnyway) spread constraints."""
+
+
+@dataclass(frozen=True)
+class Steering:
+    """Node affinity for the target's labels, as migrate mode adds it to a replacement. Its
+    weight does not matter: as a pod's only preferred term it always normalizes to 100."""
+
+    labels: Mapping[str, str]
+    required: bool
+
+
+def scores(
+    pod: Pod,
+    snapshot: Snapshot,
+    occupancy: Occupancy,
+    *,
+    within: Mapping[str, str],
+    steering: Steering | None,
+) -> dict[str, float]:
+    """Each node that would take a new pod like `pod` (its labels within `within`, and the
+    steering's when required), with its score; empty when none would. The pod itself, if
+    placed, counts as gone for spreading (PodTopologySpread skips terminating pods) but holds
+    its room (the scheduler's cache keeps it until it has terminated)."""
+    required = [within.items()]
+    if steering is not None and steering.required:
+        required.append(steering.labels.items())
+    feasible = [
+        node
+        for node in snapshot.nodes.values()
+        if all(labels <= node.labels.items() for labels in required)
+        and rejection(pod, node, occupancy, honor_soft_spread=False) is None
+    ]
+    if not feasible:
+        return {}
+    spreading = _spreading(pod, feasible, snapshot, occupancy)
+    found: dict[str, float] = {}
+    for node in feasible:
+        score = _LEAST_ALLOCATED * _least_allocated(pod, node, occupancy)
+        score += _SPREAD * spreading[node.name]
+        if steering is not None and steering.labels.items() <= node.labels.items():
+            score += _NODE_AFFINITY * 100
+        found[node.name] = score
+    return found
+
+
+def best(scored: Mapping[str, float]) -> list[str]:
+    """The nodes of the highest score, sorted: the scheduler picks one of them at random."""
+    if not scored:
+        return []
+    top = max(scored.values())
+    return sorted(name for name, score in scored.items() if score == top)
+
+
+def _fraction(part: int, whole: int) -> float:
+    return part / whole if whole else 0.0
+
+
+def _least_allocated(pod: Pod, node: Node, occupancy: Occupancy) -> float:
+    free = occupancy.free(node) - pod.requests
+    allocatable = node.allocatable
+    cpu = _fraction(free.cpu_millis, allocatable.cpu_millis)
+    memory = _fraction(free.memory_bytes, allocatable.memory_bytes)
+    return 100 * (cpu + memory) / 2
+
+
+def _spreading(
+    pod: Pod, feasible: list[Node], snapshot: Snapshot, occupancy: Occupancy
+) -> dict[str, float]:
+    """PodTopologySpread's score under the default constraints (zone, max skew 5; host, max
+    skew 3; both ScheduleAnyway), normalized as kube-scheduler does: fewer pods of the same
+    workload nearby scores higher, and the spread of scores is compressed."""
+    zone_of = {name: node.labels.get(ZONE_LABEL) for name, node in snapshot.nodes.items()}
+    per_zone: Counter[str | None] = Counter()
+    per_host: Counter[str] = Counter()
+    for other, node_name in occupancy.placed_in([pod.namespace]):
+        if other.key != pod.key and other.workload == pod.workload:
+            per_host[node_name] += 1
+            per_zone[zone_of[node_name]] += 1
+    zone_weight = math.log(len({zone_of[n.name] for n in feasible}) + 2)
+    host_weight = math.log(len(feasible) + 2)
+    raw = {
+        node.name: per_zone[zone_of[node.name]] * zone_weight
+        + (_DEFAULT_ZONE_SKEW - 1)
+        + per_host[node.name] * host_weight
+        + (_DEFAULT_HOST_SKEW - 1)
+        for node in feasible
+    }
+    highest, lowest = max(raw.values()), min(raw.values())
+    if highest == lowest:
+        return dict.fromkeys(raw, 100.0)
+    return {name: 100 * (highest + lowest - value) / highest for name, value in raw.items()}
