@@ -347,12 +347,14 @@ class _Cycle:
         own room counts as free: the conservative side, as a replacement then tends to go
         back where it was (a pod's grace period may yet hold it)."""
         occupancy = self.occupancy
-        assert pod.node_name is not None  # protection_reason: running on a known node
-        occupancy.release(pod)
+        here = occupancy.placement.get(pod.key)
+        if here is not None:
+            occupancy.release(pod)
         try:
             scored = scores(pod, self.view.snapshot, occupancy, within={}, steering=None)
         finally:
-            occupancy.reserve(pod, pod.node_name)
+            if here is not None:
+                occupancy.reserve(pod, here)
         tied = best(scored)
         members = set(self.view.topology.nodes_by_domain.get(target, ()))
         inside = sum(name in members for name in tied)
