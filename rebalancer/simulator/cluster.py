@@ -14,7 +14,7 @@ from typing import Any
 
 import msgspec
 
-from rebalancer.cluster.fit import Occupancy
+from rebalancer.cluster.fit import Occupancy, claimed_zone
 from rebalancer.cluster.model import Pod, Snapshot
 from rebalancer.cluster.parse import parse_items
 from rebalancer.cluster.scoring import Steering
@@ -67,19 +67,11 @@ class SimulatedCluster:
         self.occupancy = Occupancy.from_snapshot(self.snapshot)
         for workload in self.scenario.workloads:
             if workload.kind == "DaemonSet":
-                for ordinal, node in enumerate(self._daemon_nodes(workload)):
+                for ordinal, node in enumerate(self.scenario.daemon_nodes(workload)):
                     self.create(workload, ordinal, steering=None, within={HOST_LABEL: node})
                 continue
             for ordinal in range(workload.replicas):
                 self.create(workload, ordinal, steering=None, within=_labels(workload.start_in))
-
-    def _daemon_nodes(self, workload: WorkloadSpec) -> list[str]:
-        """The nodes a DaemonSet runs a pod on: those its node_selector allows."""
-        return [
-            node.name
-            for node in self.snapshot.nodes.values()
-            if workload.node_selector.items() <= node.labels.items()
-        ]
 
     def create(
         self,
@@ -108,13 +100,10 @@ class SimulatedCluster:
         return placed
 
     def replacement(self, workload: WorkloadSpec, old: Pod, *, steering: Steering | None) -> Pod:
-        """A new pod in `old`'s place, with its ordinal; where the workload's pods claim
-        persistent volumes, in `old`'s zone, to which its volume is bound."""
-        within = {}
-        if workload.persistent and old.node_name:
-            zone = self.snapshot.nodes[old.node_name].labels.get(ZONE_LABEL)
-            if zone is not None:
-                within[ZONE_LABEL] = zone
+        """A new pod in `old`'s place, with its ordinal; where `old` mounts claims, in the zone
+        their volumes are bound to."""
+        zone = claimed_zone(old, self.snapshot.nodes)
+        within = {} if zone is None else {ZONE_LABEL: zone}
         return self.create(workload, _ordinal(old), steering=steering, within=within)
 
     def remove(self, pod_key: str) -> Pod:

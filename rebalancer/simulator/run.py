@@ -385,7 +385,7 @@ def naive_baseline(scenario: Scenario, policy: Policy, *, seed: int) -> Simulati
     crossing = sorted(
         {
             pod
-            for a, b in cluster.traffic(scenario.averaged()).rates
+            for a, b in cluster.traffic(averaged).rates
             if zone_of.get(a) != zone_of.get(b)
             for pod in (a, b)
         }

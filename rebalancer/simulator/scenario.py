@@ -216,13 +216,17 @@ class Scenario(_Strict):
         return self.model_copy(update={"traffic": phase})
 
     def pods_of(self, workload: WorkloadSpec) -> int:
-        """How many pods the workload runs: its replicas, or a DaemonSet's one on each of the
-        scenario's nodes its node_selector allows."""
+        """How many pods the workload runs: its replicas, or a DaemonSet's one on each of its
+        nodes."""
         if workload.kind != "DaemonSet":
             return workload.replicas
+        return len(self.daemon_nodes(workload))
+
+    def daemon_nodes(self, workload: WorkloadSpec) -> list[str]:
+        """The nodes a DaemonSet runs a pod on: those its node_selector allows."""
         selector = workload.node_selector.items()
-        nodes = (node_object(spec)["metadata"]["labels"] for spec in self.node_specs())
-        return sum(selector <= labels.items() for labels in nodes)
+        nodes = (node_object(spec)["metadata"] for spec in self.node_specs())
+        return [node["name"] for node in nodes if selector <= node["labels"].items()]
 
     def averaged(self) -> Scenario:
         """The scenario with its phases' traffic averaged over a period (itself without
