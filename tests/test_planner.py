@@ -9,6 +9,7 @@ import pytest
 from harness import builders as b
 from rebalancer.cluster.topology import Domain
 from rebalancer.config.resolved import PlanningRules
+from rebalancer.config.sections import Cooldown
 from rebalancer.planning.cycle import build_view, plan_cycle, propose
 from rebalancer.planning.planner import plan
 from rebalancer.planning.state import PlannerState, RecentMove, streak_key
@@ -234,14 +235,43 @@ def test_what_undoes_a_move_into_a_rack(
 
 def test_moves_are_forgotten_once_their_memory_is_over() -> None:
     state = PlannerState(recent_moves=[recent("server", {"zone": "a"}, {"zone": "b"})])
-    assert state.record_moves([], NOW, memory_seconds=600).recent_moves
-    assert state.record_moves([], NOW, memory_seconds=60).recent_moves == []
+    assert state.record_moves([], NOW, Cooldown(per_workload_seconds=30, memory_seconds=600))
+    assert state.record_moves([], NOW, Cooldown(per_workload_seconds=30, memory_seconds=60)) == (
+        state.model_copy(update={"recent_moves": []})
+    )
 
 
-def test_a_move_made_again_is_remembered_once_from_its_latest_time() -> None:
+@pytest.mark.parametrize(("cooldown", "kept"), [(30, 1), (600, 2)], ids=["past", "within"])
+def test_a_move_made_again_past_its_cooldown_is_remembered_once(cooldown: int, kept: int) -> None:
+    """Within the cooldown each move counts towards the workload's moves, so both are kept."""
     state = PlannerState(recent_moves=[recent("server", {"zone": "a"}, {"zone": "b"})])
-    again = state.record_moves([surge_move("server")], NOW, memory_seconds=600)
-    assert [(m.entered, m.at) for m in again.recent_moves] == [({"zone": "b"}, NOW)]
+    again = state.record_moves(
+        [surge_move("server")], NOW, Cooldown(per_workload_seconds=cooldown, memory_seconds=900)
+    )
+    assert [(m.entered, m.at) for m in again.recent_moves][-kept:] == [
+        ({"zone": "b"}, NOW - 60),
+        ({"zone": "b"}, NOW),
+    ][-kept:]
+    assert len(again.recent_moves) == kept
+
+
+def test_a_workload_moves_no_more_pods_in_a_cooldown_than_it_has() -> None:
+    """Both server pods were moved into zone b a minute ago; one of them moved on within b would
+    be a pod moved twice in one cooldown, churn whatever it gains."""
+    objects = chatty_objects(["node-b21", "node-b22"], ["node-b11", "node-b12"])
+    policy = make_policy(
+        cooldown={"per_workload_seconds": 600},
+        strategies=[{"name": "split-peers", "args": {"level": "zone", "down_to": "rack"}}],
+    )
+    moved = [recent("server", {"zone": "a"}, {"zone": "b"})] * 2
+    state = PlannerState(recent_moves=moved)
+    plan, _view = plan_once(policy, snapshot_of(objects), chatty_rates(objects), state, NOW)
+    assert {m.workload for m in plan.moves} == {"Deployment/default/client"}
+    server_skips = [s for s in plan.skipped if "server" in s.pod]
+    assert server_skips and all(
+        s.reason == "moved 2 pods in this cooldown, as many as it has; 540s more"
+        for s in server_skips
+    )
 
 
 def test_undoing_a_remembered_move_waits_the_longer_persistence() -> None:

@@ -329,8 +329,9 @@ class Cooldown(Strict):
 
     per_workload_seconds: Annotated[float, Field(ge=0)] = 900
     """For this long after a workload was moved, none of its pods may leave the domain it was
-    moved into, nor enter the one it was moved out of. After replacements miss their target it
-    also waits this long since its last move, doubling with each miss in a row."""
+    moved into, nor enter the one it was moved out of, and it moves no more pods than it has (no
+    pod is moved twice). After replacements miss their target it also waits this long since
+    its last move, doubling with each miss in a row."""
     memory_seconds: Annotated[float, Field(ge=0)] = 86400
     """How long a move is remembered. After its cooldown and until then, a move that would undo
     it waits `persistence.undo_cycles` rather than `persistence.cycles`: traffic that

@@ -198,9 +198,7 @@ class Controller:
         if not dry_run and outcome.plan.moves:
             # Cooldowns first: if the process dies mid-cycle, a restart must still see every
             # workload it may have moved as recently moved. A cooldown too many is harmless.
-            self.state.save(
-                outcome.state.record_moves(outcome.plan.moves, now, policy.cooldown.memory_seconds)
-            )
+            self.state.save(outcome.state.record_moves(outcome.plan.moves, now, policy.cooldown))
         evictions = tuple(move for move in outcome.plan.moves if move.method == "evict")
         surged = [move for move in outcome.plan.moves if move.method == "surge"]
         executor = EvictionExecutor(self.api, self.recorder, dry_run=dry_run, steering=steering)
@@ -209,7 +207,7 @@ class Controller:
         # cooldown as the first save did (a dry run saves none).
         started = outcome.state
         if not dry_run:
-            started = started.record_moves(outcome.plan.moves, now, policy.cooldown.memory_seconds)
+            started = started.record_moves(outcome.plan.moves, now, policy.cooldown)
         started, surge_outcomes = self._surges(policy, dry_run=dry_run).start(surged, started)
         outcomes += surge_outcomes
         for done in outcomes:
@@ -231,8 +229,9 @@ class Controller:
             )
         acted = [Acted(done.move, done.hint) for done in outcomes if done.result == "evicted"]
         surges = [done.move for done in outcomes if done.result == "surged"]
-        memory = policy.cooldown.memory_seconds
-        after = remember(outcome.state, acted, policy, now).record_moves(surges, now, memory)
+        after = remember(outcome.state, acted, policy, now).record_moves(
+            surges, now, policy.cooldown
+        )
         # The surges as they stand once started, and the misses and back-off of those that
         # could not start.
         backed_off = {m.workload for m in surged if m.workload in started.last_moved}

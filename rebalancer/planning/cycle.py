@@ -233,7 +233,7 @@ def remember(
     the replacement is awaited in the planned domain all the same, so a workload whose
     replacements the scheduler keeps putting elsewhere backs off in evict mode too."""
     done = list(acted)
-    state = state.record_moves([item.move for item in done], now, policy.cooldown.memory_seconds)
+    state = state.record_moves([item.move for item in done], now, policy.cooldown)
     landings = []
     for item in done:
         hint = item.hint or expected_landing(

@@ -117,9 +117,7 @@ class _Cycle:
             settling = self.settling_reason(pod.workload)
             if settling is not None:
                 return "settling", f"workload still settling: {settling}"
-            held = self.cooldown_refusal(
-                str(pod.workload), pod.key, target, this_cycle=candidate.job is None
-            )
+            held = self.cooldown_refusal(pod, target, this_cycle=candidate.job is None)
             if held is not None:
                 return "cooldown", held
         seen = self.state.streaks.get(streak_key(candidate), 0)
@@ -158,12 +156,14 @@ class _Cycle:
                 return "cooldown", f"a peer moved to join it in {joined.name} this cycle"
         return None
 
-    def cooldown_refusal(
-        self, workload: str, pod: str, target: Domain, *, this_cycle: bool = True
-    ) -> str | None:
-        """A workload may keep moving the same way, but not undo a recent move, and after missed
-        landings it waits, doubling the wait with each miss in a row. `this_cycle`: this
-        cycle's moves count too; not among a job's own moves, which are planned as one."""
+    def cooldown_refusal(self, pod: Pod, target: Domain, *, this_cycle: bool = True) -> str | None:
+        """A workload may keep moving the same way, but not undo a recent move nor move more pods
+        in one cooldown than it has (a pod moved again so soon is churn: a replacement
+        refined within the domain it was just moved into waits), and after missed landings it
+        waits, doubling the wait with each miss in a row. `this_cycle`: this cycle's moves
+        count too; not among a job's own moves, which are planned as one."""
+        assert pod.workload is not None
+        workload = str(pod.workload)
         cooldown = self.rules.cooldown_seconds
         misses = self.state.misses.get(workload, 0)
         last = self.state.last_moved.get(workload)
@@ -179,12 +179,21 @@ class _Cycle:
             *self.earlier_moves.get(workload, ()),
             *(self.moved_now.get(workload, ()) if this_cycle else ()),
         ]
-        recent = self._undone(recents, pod, target, since=self.now - cooldown)
-        if recent is None:
-            return None
-        entered = "/".join(recent.entered.values())
-        remaining = cooldown - (self.now - recent.at)
-        return f"would undo its move into {entered}; cooldown {remaining:.0f}s more"
+        since = self.now - cooldown
+        recent = self._undone(recents, pod.key, target, since=since)
+        if recent is not None:
+            entered = "/".join(recent.entered.values())
+            remaining = cooldown - (self.now - recent.at)
+            return f"would undo its move into {entered}; cooldown {remaining:.0f}s more"
+        fresh = [m.at for m in recents if m.at > since]
+        pods = sum(p.phase not in _FINISHED for p in self.indexes.pods_of(pod.workload))
+        if fresh and len(fresh) >= pods:
+            remaining = cooldown - (self.now - min(fresh))
+            return (
+                f"moved {len(fresh)} pods in this cooldown, as many as it has; "
+                f"{remaining:.0f}s more"
+            )
+        return None
 
     def undone(self, workload: str, pod: str, target: Domain) -> RecentMove | None:
         """The latest remembered move of the workload that moving `pod` into `target` undoes."""

@@ -9,6 +9,7 @@ from collections.abc import Iterable
 from pydantic import BaseModel, ConfigDict
 
 from rebalancer.cluster.topology import Domain
+from rebalancer.config.sections import Cooldown
 from rebalancer.planning.landing import Judged, Landing
 from rebalancer.planning.surge import SurgeRecord
 from rebalancer.planning.types import Move
@@ -144,12 +145,10 @@ class PlannerState(BaseModel):
         streaks = {key: self.streaks.get(key, 0) + 1 for key in sorted(proposed)}
         return self.model_copy(update={"streaks": streaks})
 
-    def record_moves(
-        self, moves: Iterable[Move], now: float, memory_seconds: float
-    ) -> PlannerState:
-        """Remember the moves, and forget those made `memory_seconds` ago or more."""
+    def record_moves(self, moves: Iterable[Move], now: float, cooldown: Cooldown) -> PlannerState:
+        """Remember the moves, and forget those made `cooldown.memory_seconds` ago or more."""
         last_moved = dict(self.last_moved)
-        recent = [m for m in self.recent_moves if now - m.at < memory_seconds]
+        recent = [m for m in self.recent_moves if now - m.at < cooldown.memory_seconds]
         spread = {
             workload: memory
             for workload, memory in self.spread_before.items()
@@ -159,9 +158,15 @@ class PlannerState(BaseModel):
             if move.workload is not None:
                 last_moved[move.workload] = now
                 kept = remembered(move, now)
-                # The same move again says all the older one did: one day's moves stay few.
+                # Past its cooldown, the same move again says all the older one did: one day's
+                # moves stay few. Within it, each counts towards the workload's moves.
                 same = (kept.workload, kept.left, kept.entered)
-                recent = [m for m in recent if (m.workload, m.left, m.entered) != same]
+                recent = [
+                    m
+                    for m in recent
+                    if (m.workload, m.left, m.entered) != same
+                    or now - m.at < cooldown.per_workload_seconds
+                ]
                 recent.append(kept)
                 if move.spread_before is not None:
                     spread[move.workload] = SpreadMemory(domains=move.spread_before, at=now)

@@ -322,7 +322,7 @@ def simulate(
         # Judged by the next cycle's judge_landings, as the controller judges them; a surge
         # judged its own landing.
         state = remember(outcome.state, evicted, policy, now).record_moves(
-            surged, now, policy.cooldown.memory_seconds
+            surged, now, policy.cooldown
         )
         for workload in acting_now.undone:
             state = state.surge_result(f"Deployment/{workload}", landed=False, now=now)
