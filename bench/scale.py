@@ -76,6 +76,7 @@ SOURCES = {
 the source whose labels the answer carries. The workload answer sums the pod answer's rates,
 which are counts, not the bytes Istio counts: its thresholds are the counts' defaults."""
 
+_ROUTING_KINDS = frozenset({"Service", "EndpointSlice"})
 ROOT = Path(__file__).resolve().parents[1]
 T = TypeVar("T")
 
@@ -94,11 +95,12 @@ class Stages:
 
 @collector_paused()
 def measure_cycle(
-    cluster_path: Path, answer_path: Path, granularity: str, plan_around: bool
+    cluster_path: Path, answer_path: Path, granularity: str, plan_around: bool, lifted: bool
 ) -> dict[str, Any]:
     """The stages of one cycle, in the order the controller runs them, with the collector paused
     as the controller and `rebalancer plan` pause it. With `plan_around`, the two routing
-    stages that only that setting runs (the traffic rerouted, the figures as routed now)."""
+    stages that only that setting runs (the traffic rerouted, the figures as routed now). With
+    `lifted`, the plan with every limit lifted after it."""
     text = DEFAULT_POLICY + SOURCES[granularity]
     text += f"routing: {{plan_around: {str(plan_around).lower()}}}\n"
     policy: Policy = parse_policy(text, "bench policy")
@@ -156,17 +158,22 @@ def measure_cycle(
     if plan_around:
         stages.run("routing: figures as routed now", figures_today)
     cycle_seconds, cycle_peak = sum(f["seconds"] for f in stages.figures), peak_rss_mib()
-    lifted = policy.model_copy(update={"limits": Limits(**dict.fromkeys(Limits.model_fields))})
-    started = time.perf_counter()
-    lifted_rules = PlanningRules.of(lifted, view.topology)
-    unlimited = plan(
-        view, candidates, lifted_rules, state, now=0.0, persistence_required=1, jobs=jobs
-    )
+    unlimited: dict[str, Any] = {}
+    if lifted:
+        nothing = policy.model_copy(update={"limits": Limits(**dict.fromkeys(Limits.model_fields))})
+        started = time.perf_counter()
+        lifted_rules = PlanningRules.of(nothing, view.topology)
+        moves = plan(
+            view, candidates, lifted_rules, state, now=0.0, persistence_required=1, jobs=jobs
+        ).moves
+        unlimited = {
+            "lifted_plan_seconds": time.perf_counter() - started,
+            "lifted_moves": len(moves),
+        }
     return {
         "stages": stages.figures,
         "cycle_seconds": cycle_seconds,
-        "lifted_plan_seconds": time.perf_counter() - started,
-        "lifted_moves": len(unlimited.moves),
+        **unlimited,
         "peak_rss_mib": cycle_peak,
         "series": len(samples) if isinstance(samples, list) else 0,
         "pod_pairs": view.cost.edge_count(),
@@ -225,6 +232,11 @@ def measure_size(
     synthetic = generate(size, seed)
     cluster_path = workdir / f"{size.name}-cluster.json"
     cluster_path.write_text(json.dumps(synthetic.cluster))
+    # The same cluster without its Services: what the cycle costs when there is no routing
+    # to weigh, on the same code (the routing stages find nothing to do).
+    bare_path = workdir / f"{size.name}-cluster-without-services.json"
+    bare = [item for item in synthetic.cluster["items"] if item["kind"] not in _ROUTING_KINDS]
+    bare_path.write_text(json.dumps({**synthetic.cluster, "items": bare}))
     answers = {"pod": synthetic.pod_response(), "workload": synthetic.workload_response()}
     paths = {}
     for granularity, answer in answers.items():
@@ -245,6 +257,12 @@ def measure_size(
             for _ in range(repeats)
         ]
         cycle = _median_run(cycles, "cycle_seconds")
+        without = [
+            _in_fresh_process(
+                "--cycle", str(bare_path), str(paths[granularity]), granularity, "--not-lifted"
+            )["cycle_seconds"]
+            for _ in range(repeats)
+        ]
         fastest = min(floors, key=floors.__getitem__)
         row = {
             "size": size.name,
@@ -259,11 +277,14 @@ def measure_size(
             "list_floor_seconds": list_floors[list_parser],
             "list_floor_parser": list_parser,
             "cycle_runs": sorted(run["cycle_seconds"] for run in cycles),
+            "without_services_seconds": sorted(without)[len(without) // 2],
+            "without_services_runs": sorted(without),
         }
         print(
             f"  {granularity}: median cycle {row['cycle_seconds']:.1f}s of {repeats}, floor "
             f"{row['floor_seconds']:.2f}s ({fastest}), List floor "
-            f"{row['list_floor_seconds']:.2f}s, peak {row['peak_rss_mib']:.0f} MiB",
+            f"{row['list_floor_seconds']:.2f}s, peak {row['peak_rss_mib']:.0f} MiB, "
+            f"without Services {row['without_services_seconds']:.1f}s",
             flush=True,
         )
         rows.append(row)
@@ -288,10 +309,11 @@ def table(rows: list[dict[str, Any]]) -> str:
         + " | ".join(names)
         + " | cycle (s) | all runs (s) | floor (s) | floor parser | cycle / floor "
         "| List floor (s) | cycle / both floors | peak RSS (MiB) "
-        "| plan, limits lifted (s) | moves, limits lifted |",
+        "| plan, limits lifted (s) | moves, limits lifted "
+        "| cycle without Services (s) | Services' cost |",
         "|---|---|---:|---:|"
         + "---:|" * len(names)
-        + "---:|---:|---:|---|---:|---:|---:|---:|---:|---:|",
+        + "---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for row in rows:
         seconds = {figure["stage"]: figure["seconds"] for figure in row["stages"]}
@@ -306,7 +328,9 @@ def table(rows: list[dict[str, Any]]) -> str:
             f"| {row['list_floor_seconds']:.2f} "
             f"| {row['cycle_seconds'] / (row['floor_seconds'] + row['list_floor_seconds']):.1f}x "
             f"| {row['peak_rss_mib']:.0f} "
-            f"| {row['lifted_plan_seconds']:.2f} | {row['lifted_moves']} |"
+            f"| {row['lifted_plan_seconds']:.2f} | {row['lifted_moves']} "
+            f"| {row['without_services_seconds']:.2f} "
+            f"| {row['cycle_seconds'] / row['without_services_seconds'] - 1:+.0%} |"
         )
     return "\n".join(lines)
 
@@ -353,8 +377,15 @@ def plot(rows: list[dict[str, Any]], path: Path) -> None:
 def main() -> None:
     if sys.argv[1:2] == ["--cycle"]:
         cluster, answer, granularity = sys.argv[2:5]
-        plan_around = sys.argv[5:6] == ["--plan-around"]
-        print(json.dumps(measure_cycle(Path(cluster), Path(answer), granularity, plan_around)))
+        flags = sys.argv[5:]
+        measured = measure_cycle(
+            Path(cluster),
+            Path(answer),
+            granularity,
+            "--plan-around" in flags,
+            lifted="--not-lifted" not in flags,
+        )
+        print(json.dumps(measured))
         return
     if sys.argv[1:2] == ["--floor"]:
         print(json.dumps(measure_floor(Path(sys.argv[2]), sys.argv[3])))
@@ -399,7 +430,9 @@ def main() -> None:
         "After the cycle the same process plans "
         "again with every limit lifted (`limits` all null), outside the cycle's sum: with no "
         "limit to stop it the planner judges every candidate, which is where a scan of the "
-        "cluster per candidate would show. "
+        "cluster per candidate would show. The cycle without Services runs the same code on "
+        "the same cluster with its Services and EndpointSlices left out of the List (median "
+        "of as many runs): what reading them and weighing routing add. "
         "Both run with the cyclic garbage collector paused, as the controller runs its cycle. "
         "Peak RSS is the cycle process's.\n\n"
     )

@@ -113,7 +113,21 @@ def generate(size: Size, seed: int = 0) -> SyntheticCluster:
         objects += _service(namespace, name, list(zip(pods, on, strict=True)))
         workloads.append(SyntheticWorkload(namespace, name, pods))
         placed += replicas
+    # Grouped by kind, as `kubectl get` with several kinds lists them and as the controller's
+    # caches list them kind by kind (interleaved, building the snapshot took longer).
+    objects.sort(key=lambda item: KINDS.index(item["kind"]))
     return SyntheticCluster(b.k8s_list(objects), tuple(workloads), _pod_rates(rng, workloads, size))
+
+
+KINDS = (
+    "Node",
+    "Pod",
+    "ReplicaSet",
+    "Deployment",
+    "PodDisruptionBudget",
+    "Service",
+    "EndpointSlice",
+)
 
 
 def _node(index: int, count: int) -> dict[str, Any]:

@@ -16,6 +16,8 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from itertools import repeat
+from operator import attrgetter
 from typing import Literal, TypeVar
 
 import msgspec
@@ -205,24 +207,28 @@ class EndpointArrays:
         zone_number: Mapping[str, int],
         member_of: defaultdict[str, list[int]],
     ) -> EndpointArrays:
-        """Also fills `member_of` (pod -> the Services it is an endpoint of), in the same pass."""
-        owner: list[int] = []
-        facts: list[tuple[bool, int, bool, bool]] = []
-        for number, service in enumerate(services):
-            owner += [number] * len(service.endpoints)
-            for e in service.endpoints:
-                if e.pod is not None:
-                    member_of[e.pod].append(number)
-                zone = 0 if not e.zone else zone_number.get(e.zone, FOREIGN - 1) + 1
-                facts.append((e.ready, zone, bool(e.zone_hints), bool(e.node_hints)))
-        table = np.array(facts, np.int64).reshape(-1, 4)
+        """Also fills `member_of` (pod -> the Services it is an endpoint of). Each endpoint's
+        facts are read through map() in C: a large cluster has an endpoint per pod."""
+        sizes = [len(service.endpoints) for service in services]
+        count = sum(sizes)
+        owner = np.repeat(np.arange(len(services), dtype=np.int64), sizes)
+        endpoints = [e for service in services for e in service.endpoints]
+        for pod, number in zip(map(_POD_OF, endpoints), owner.tolist(), strict=True):
+            if pod is not None:
+                member_of[pod].append(number)
+        numbers = {None: 0, "": 0} | {zone: n + 1 for zone, n in zone_number.items()}
+        zones = map(numbers.get, map(_ZONE_OF, endpoints), repeat(FOREIGN))
         return cls(
-            np.array(owner, np.int64),
-            table[:, 0].astype(np.bool_),
-            table[:, 1],
-            table[:, 2].astype(np.bool_),
-            table[:, 3].astype(np.bool_),
+            owner,
+            np.fromiter(map(_READY_OF, endpoints), np.bool_, count),
+            np.fromiter(zones, np.int64, count),
+            np.fromiter(map(bool, map(_ZONE_HINTS_OF, endpoints)), np.bool_, count),
+            np.fromiter(map(bool, map(_NODE_HINTS_OF, endpoints)), np.bool_, count),
         )
+
+
+_POD_OF, _ZONE_OF, _READY_OF = attrgetter("pod"), attrgetter("zone"), attrgetter("ready")
+_ZONE_HINTS_OF, _NODE_HINTS_OF = attrgetter("zone_hints"), attrgetter("node_hints")
 
 
 @dataclass(frozen=True)
@@ -261,13 +267,9 @@ class ServiceCalls:
             for key in traffic.pods
         ]
         located = np.array(placed, np.int64).reshape(-1, 2)
+        only = {pod: m[0] if len(m) == 1 else MULTIPLE for pod, m in member_of.items()}
         service_of = np.fromiter(
-            (
-                -1 if not (m := member_of.get(key)) else m[0] if len(m) == 1 else MULTIPLE
-                for key in traffic.pods
-            ),
-            np.int64,
-            len(traffic.pods),
+            map(only.get, traffic.pods, repeat(-1)), np.int64, len(traffic.pods)
         )
         # Where only one end of a pair is behind a Service, the pair is its client's calls both
         # ways (flow counts include the replies); where both are, each way is read as named.

@@ -84,6 +84,14 @@ class _Cycle:
     """Each workload's `unsettled_reason`, worked out when a pod of it is first judged: with the
     default limits a cycle judges a few dozen candidates, so counting every pod's workload up
     front would be mostly wasted."""
+    live: dict[WorkloadRef, int] = field(default_factory=dict)
+    """Each workload's pods not finished, counted when first needed, as `settling`."""
+
+    def live_pods(self, workload: WorkloadRef) -> int:
+        if workload not in self.live:
+            pods = self.indexes.pods_of(workload)
+            self.live[workload] = sum(p.phase not in _FINISHED for p in pods)
+        return self.live[workload]
 
     def settling_reason(self, workload: WorkloadRef) -> str | None:
         if workload not in self.settling:
@@ -186,8 +194,7 @@ class _Cycle:
             remaining = cooldown - (self.now - recent.at)
             return f"would undo its move into {entered}; cooldown {remaining:.0f}s more"
         fresh = [m.at for m in recents if m.at > since]
-        pods = sum(p.phase not in _FINISHED for p in self.indexes.pods_of(pod.workload))
-        if fresh and len(fresh) >= pods:
+        if fresh and len(fresh) >= self.live_pods(pod.workload):
             remaining = cooldown - (self.now - min(fresh))
             return (
                 f"moved {len(fresh)} pods in this cooldown, as many as it has; "
