@@ -255,6 +255,34 @@ def test_a_move_made_again_past_its_cooldown_is_remembered_once(cooldown: int, k
     assert len(again.recent_moves) == kept
 
 
+def test_streaks_are_kept_best_first_and_the_least_promising_go_when_the_state_is_too_large() -> (
+    None
+):
+    """A large cluster proposes a streak per candidate; a state over its store's size keeps the
+    streaks of the highest gains, and a candidate proposed twice keeps its best."""
+    candidates = [
+        Candidate(
+            pod=f"default/pod-{i:05d}",
+            target=Domain(0, ("b",)),
+            gain=float(i),
+            reason="",
+            strategy="test",
+        )
+        for i in range(2000)
+    ]
+    state = PlannerState().observe(candidates[:1000]).observe([*candidates, candidates[0]])
+    assert list(state.streaks)[:3] == [streak_key(c) for c in reversed(candidates[-3:])]
+    assert len(state.streaks) == 2000
+    assert state.within(len(state.stored())) is state
+    fitted = state.within(10_000)
+    assert len(fitted.stored().encode()) <= 10_000
+    assert len(fitted.stored().encode()) > 9_900  # no more dropped than needed
+    assert list(fitted.streaks) == list(state.streaks)[: len(fitted.streaks)]
+    assert fitted.streaks[streak_key(candidates[-1])] == 1
+    assert state.streaks[streak_key(candidates[0])] == 2
+    assert PlannerState(recent_moves=[recent("a", {}, {})] * 200).within(1000).streaks == {}
+
+
 def test_a_workload_moves_no_more_pods_in_a_cooldown_than_it_has() -> None:
     """Both server pods were moved into zone b a minute ago; one of them moved on within b would
     be a pod moved twice in one cooldown, churn whatever it gains."""

@@ -22,6 +22,9 @@ from rebalancer.planning.state import PlannerState
 
 POLICY_KEY = "policy.yaml"
 STATE_KEY = "state.json"
+STATE_BYTES = 900 * 1024
+"""What the state may take of the 1 MiB of data the API server lets a ConfigMap hold, the rest
+left for the object's metadata."""
 ReloadResult = Literal["loaded", "unchanged", "rejected", "missing"]
 _log = logging.getLogger(__name__)
 
@@ -115,4 +118,20 @@ class ConfigMapState:
             ) from None
 
     def save(self, state: PlannerState) -> None:
-        self._store.put({STATE_KEY: state.stored()})
+        fitted = state.within(STATE_BYTES)
+        text = fitted.stored()
+        where = f"state ConfigMap {self.namespace}/{self.name}"
+        if len(text.encode()) > STATE_BYTES:
+            raise SourceUnavailableError(
+                f"{where}: {len(text.encode()) // 1024} KiB without persistence streaks, more "
+                f"than the {STATE_BYTES // 1024} KiB kept for it"
+            )
+        if fitted is not state:
+            _log.warning(
+                "%s: kept the %d most promising of %d persistence streaks, to fit in %d KiB",
+                where,
+                len(fitted.streaks),
+                len(state.streaks),
+                STATE_BYTES // 1024,
+            )
+        self._store.put({STATE_KEY: text})

@@ -4,6 +4,7 @@ cooldowns, landings awaited and missed.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable
 
 from pydantic import BaseModel, ConfigDict
@@ -140,10 +141,30 @@ class PlannerState(BaseModel):
         return self.model_copy(update={"landings": [*self.landings, *landings]})
 
     def observe(self, candidates: Iterable[Candidate]) -> PlannerState:
-        """Advance streaks: proposed again means one more cycle, absent means back to zero."""
-        proposed = {streak_key(c) for c in candidates}
-        streaks = {key: self.streaks.get(key, 0) + 1 for key in sorted(proposed)}
+        """Advance streaks: proposed again means one more cycle, absent means back to zero.
+        Kept best first (by gain, as the planner takes them), so a state too large for its
+        store loses its least promising streaks first (see `within`)."""
+        streaks: dict[str, int] = {}
+        for candidate in sorted(candidates, key=_by_gain):
+            key = streak_key(candidate)
+            if key not in streaks:
+                streaks[key] = self.streaks.get(key, 0) + 1
         return self.model_copy(update={"streaks": streaks})
+
+    def within(self, max_bytes: int) -> PlannerState:
+        """The state as it fits in `max_bytes` of `stored()` JSON, with the least promising
+        streaks dropped as needed: a large cluster proposes a streak per candidate, tens of
+        thousands, and a streak lost only delays its move. Still too large if the rest is."""
+        size = len(self.stored().encode())
+        if size <= max_bytes:
+            return self
+        keys = list(self.streaks)
+        kept = len(keys)
+        while size > max_bytes and kept:
+            kept -= 1
+            # `"key":count` and its comma
+            size -= len(json.dumps(keys[kept]).encode()) + len(str(self.streaks[keys[kept]])) + 2
+        return self.model_copy(update={"streaks": {key: self.streaks[key] for key in keys[:kept]}})
 
     def record_moves(self, moves: Iterable[Move], now: float, cooldown: Cooldown) -> PlannerState:
         """Remember the moves, and forget those made `cooldown.memory_seconds` ago or more."""
@@ -188,6 +209,10 @@ def remembered(move: Move, at: float) -> RecentMove:
     assert move.workload is not None
     left = {name: move.origin[name] for name in move.destination if name in move.origin}
     return RecentMove(workload=move.workload, left=left, entered=move.destination, at=at)
+
+
+def _by_gain(candidate: Candidate) -> float:
+    return -candidate.gain
 
 
 def streak_key(candidate: Candidate) -> str:

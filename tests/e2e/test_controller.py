@@ -1,6 +1,7 @@
 """The controller on the real control plane, a real Prometheus and the ground-truth exporter:
 dry-run evicts nothing and says what it would do; evict mode moves the planned pods, never breaks
-a PDB, leaves a moved workload alone (also after a restart), and acts on no data at all."""
+a PDB, leaves a moved workload alone (also after a restart), and acts on no data at all; a state
+too large for a ConfigMap is still saved."""
 
 from __future__ import annotations
 
@@ -23,10 +24,12 @@ from harness.process import free_port, wait_until
 from harness.scrape import scrape, total
 from rebalancer.clients.events import EventRecorder
 from rebalancer.clients.eviction import EvictionExecutor
-from rebalancer.clients.stores import POLICY_KEY, ConfigMapPolicy, ConfigMapState
+from rebalancer.clients.stores import POLICY_KEY, STATE_KEY, ConfigMapPolicy, ConfigMapState
 from rebalancer.cluster.topology import Domain
 from rebalancer.cost.figures import SECONDS_PER_MONTH
+from rebalancer.planning.state import PlannerState
 from rebalancer.planning.types import Move
+from rebalancer.strategies.framework import Candidate
 from tests.conftest import LIVE_POLICY_YAML
 from tests.e2e.setups import Setup, split_pair_setup
 
@@ -340,3 +343,35 @@ def test_cooldowns_are_saved_before_any_eviction_is_sent(
     workloads = {"Deployment/ctl/client", "Deployment/ctl/server"}
     assert workloads & set(remembered.last_moved)
     assert workloads & {move.workload for move in remembered.recent_moves}
+
+
+def test_a_state_too_large_for_a_configmap_is_saved_without_its_least_promising_streaks(
+    cluster: LocalCluster,
+) -> None:
+    """A large cluster proposes a streak per candidate. Saved whole, 40,000 of them are more than
+    the API server lets a ConfigMap hold, and every cycle would fail; saved, the best are kept."""
+    cluster.ensure_namespace(NAMESPACE)
+    api = cluster.api_client()
+    candidates = [
+        Candidate(
+            pod=f"ns-{i % 100:03d}/svc-{i:06d}-5d8c7-abcde",
+            target=Domain(1, ("zone-a", "rack-01")),
+            gain=float(i),
+            reason="",
+            strategy="split-peers",
+        )
+        for i in range(40_000)
+    ]
+    state = PlannerState().observe(candidates)
+    whole = client.V1ConfigMap(
+        metadata=client.V1ObjectMeta(name="whole-state"), data={STATE_KEY: state.stored()}
+    )
+    with pytest.raises(client.ApiException) as refused:
+        client.CoreV1Api(api).create_namespaced_config_map(NAMESPACE, whole)
+    assert refused.value.status == 422
+    store = ConfigMapState(api, NAMESPACE, "large-state")
+    store.save(state)
+    loaded = store.load()
+    assert 10_000 < len(loaded.streaks) < len(state.streaks)
+    assert list(loaded.streaks) == list(state.streaks)[: len(loaded.streaks)]
+    assert next(iter(loaded.streaks)) == "ns-099/svc-039999-5d8c7-abcde->1:zone-a/rack-01"
