@@ -31,13 +31,17 @@ def _zone(result: SimulationResult, cycle: int = -1) -> float:
 
 
 def _moves_to_reach(result: SimulationResult, crossing: float) -> int | None:
-    """The moves a run had made when its cross-zone traffic first came down to `crossing`;
-    None if it never did."""
+    """The moves a run had made when its cross-zone traffic first came down to `crossing`,
+    counted move by move within a cycle (the run measured with `steps`); None if it never
+    did. Counting whole cycles would charge the moves made after it got there."""
     made = 0
     for row in result.cycles:
+        if not row.steps and row.crossing["zone"] <= crossing + 1e-9:
+            return made  # the start
+        for step, after in row.steps:
+            if after["zone"] <= crossing + 1e-9:
+                return made + step
         made += row.evictions
-        if row.crossing["zone"] <= crossing + 1e-9:
-            return made
     return None
 
 
@@ -77,7 +81,9 @@ def measure_scenario(path: Path, cycles: int, seed: int) -> dict[str, Any]:
         "routing only": simulate(
             scenario, policy, cycles=cycles, mode="migrate", seed=seed, moves=False, routing=True
         ),
-        "both": simulate(scenario, policy, cycles=cycles, mode="migrate", seed=seed, routing=True),
+        "both": simulate(
+            scenario, policy, cycles=cycles, mode="migrate", seed=seed, routing=True, steps=True
+        ),
     }
     before = _zone(runs["both"], 0)
     rows = {
@@ -144,7 +150,8 @@ def main() -> None:
         "first plan's: the crossing it says remains once its recommended routing is made, "
         "against the crossing the simulator routes then. The target: with both, the cross-zone "
         "traffic comes down to where moves only left it after at most half as many moves (the "
-        "moves made up to the first cycle it does). It is judged only where Service calls cross "
+        "moves made up to the one after which it does, counted move by move within a cycle). It "
+        "is judged only where Service calls cross "
         "zones and every Service has an endpoint in each of its clients' zones; the column "
         "before it counts (Service, zone) pairs with clients but no endpoint, where routing "
         "cannot keep the calls local (routing.json names them).\n\n"

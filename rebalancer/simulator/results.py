@@ -44,6 +44,10 @@ class CycleFigures:
     average_cost: float | None = None
     """With traffic phases: the weighted cost of the cycle's placement under the phases'
     traffic averaged over a period, which does not change with the phase in force."""
+    steps: tuple[tuple[int, dict[str, float]], ...] = ()
+    """When asked (`simulate(steps=True)`): before the cycle's first move and after each (a
+    job's moves as one), in the order made, the moves made so far in the cycle and the crossing
+    then, as a controller evicting them one by one passes through it."""
 
 
 @dataclass(frozen=True)

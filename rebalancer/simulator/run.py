@@ -113,6 +113,7 @@ def _row(
     *,
     rerouted: int = 0,
     averaged: Scenario | None = None,
+    steps: tuple[tuple[int, dict[str, float]], ...] = (),
 ) -> CycleFigures:
     """`averaged`: the scenario with its phases averaged, for a phased one."""
     figures = measure(cluster, policy)
@@ -130,6 +131,7 @@ def _row(
         moved,
         rerouted,
         average,
+        steps,
     )
 
 
@@ -285,11 +287,13 @@ def simulate(
     optimum: bool = False,
     moves: bool = True,
     routing: bool = False,
+    steps: bool = False,
 ) -> SimulationResult:
     """Run the planner `cycles` times; the clock advances one policy interval per cycle. With
     `optimum`, also solve for the best placement from the start, to hold the result against.
     `moves`: make the plan's moves; `routing`: make the routing changes it recommends, each
-    taking effect from the next cycle, as a patched Service's hints do."""
+    taking effect from the next cycle, as a patched Service's hints do. `steps`: measure the
+    crossing after each move too (see `CycleFigures.steps`)."""
     cluster = SimulatedCluster(scenario.in_phase(0), Scheduler(seed))
     best = unconstrained = None
     if optimum:
@@ -315,8 +319,12 @@ def simulate(
                 cluster.distributions[advice.service] = advice.recommended
                 rerouted += 1
         acting_now = _Acting(cluster, acting, mode, by_key, now)
+        made = [(0, measure(cluster, policy).crossing)] if steps else []
         for batch in _batches(outcome.plan.moves if moves else ()):
             acting_now.make(batch)
+            if steps:
+                done = len(acting_now.evicted) + len(acting_now.surged)
+                made.append((done, measure(cluster, policy).crossing))
         evicted, surged = acting_now.evicted, acting_now.surged
         history += [(item.move, now) for item in evicted] + [(move, now) for move in surged]
         # Judged by the next cycle's judge_landings, as the controller judges them; a surge
@@ -337,6 +345,7 @@ def simulate(
                 tuple(dict.fromkeys(moved)),
                 rerouted=rerouted,
                 averaged=averaged,
+                steps=tuple(made),
             )
         )
     return SimulationResult(
