@@ -37,12 +37,14 @@ import orjson
 from harness.process import peak_rss_mib
 from harness.synthetic import Size, generate
 from rebalancer.clients.inputs import RecordedAnswer, TrafficInput
+from rebalancer.cluster.model import Snapshot
 from rebalancer.cluster.parse import decode_snapshot
+from rebalancer.cluster.topology import Topology
 from rebalancer.config.policy import Policy, parse_policy
 from rebalancer.config.resolved import PlanningRules, price_of
 from rebalancer.config.sections import Limits
 from rebalancer.cost.figures import Figures
-from rebalancer.cost.routing import changes, rerouted
+from rebalancer.cost.routing import RoutingAdvice, changes, rerouted
 from rebalancer.planning.cycle import (
     build_view,
     collector_paused,
@@ -113,18 +115,11 @@ def measure_cycle(
     traffic = stages.run("map traffic to pods", lambda: source.mapped(answers, snapshot))
     if isinstance(traffic, TrafficFailure):
         raise SystemExit(f"bench: the synthetic answer was refused: {traffic.detail}")
-    # As plan_cycle weighs routing: the calls to each Service, the advice, and with
-    # plan_around the traffic as the recommended routing would send it, for the moves.
     topology = topology_of(policy, snapshot)
-    price = price_of(policy, topology)
-    calls = stages.run("routing: calls", lambda: service_calls(policy, snapshot, traffic))
-    advice = stages.run("routing: advice", lambda: routing_advice(policy, snapshot, calls, price))
-
-    def reroute() -> Traffic:
-        assumed = changes(advice, snapshot)
-        return rerouted(calls, assumed) if assumed and calls is not None else traffic
-
-    planned = stages.run("routing: reroute", reroute) if plan_around else traffic
+    # The advice is kept to the end, as the cycle's outcome keeps it.
+    _advice, planned = _weigh_routing(
+        stages, policy, snapshot, traffic, topology, plan_around=plan_around
+    )
     view = stages.run("build graph", lambda: build_view(policy, snapshot, planned, topology))
     candidates: list[Candidate] = []
     for config in policy.strategies:
@@ -153,7 +148,7 @@ def measure_cycle(
         if planned is traffic:
             return None
         actual = cost_model(policy, snapshot, traffic, topology)
-        return actual.tally(snapshot).figures(topology, price)
+        return actual.tally(snapshot).figures(topology, price_of(policy, topology))
 
     if plan_around:
         stages.run("routing: figures as routed now", figures_today)
@@ -180,6 +175,29 @@ def measure_cycle(
         "candidates": len(candidates),
         "moves": len(result.moves),
     }
+
+
+def _weigh_routing(
+    stages: Stages,
+    policy: Policy,
+    snapshot: Snapshot,
+    traffic: Traffic,
+    topology: Topology,
+    *,
+    plan_around: bool,
+) -> tuple[tuple[RoutingAdvice, ...], Traffic]:
+    """As `weigh_routing` in plan_cycle, stage by stage: the calls to each Service, the advice,
+    and with plan_around the traffic as the recommended routing would send it, for the moves.
+    The calls are let go on return, as there."""
+    price = price_of(policy, topology)
+    calls = stages.run("routing: calls", lambda: service_calls(policy, snapshot, traffic))
+    advice = stages.run("routing: advice", lambda: routing_advice(policy, snapshot, calls, price))
+
+    def reroute() -> Traffic:
+        assumed = changes(advice, snapshot)
+        return rerouted(calls, assumed) if assumed and calls is not None else traffic
+
+    return advice, stages.run("routing: reroute", reroute) if plan_around else traffic
 
 
 FLOOR_PARSERS: dict[str, Callable[[bytes], Any]] = {
