@@ -118,20 +118,28 @@ class ConfigMapState:
             ) from None
 
     def save(self, state: PlannerState) -> None:
+        text = state.stored()
+        if len(text.encode()) > STATE_BYTES:
+            text = self._fitted(state)
+        self._store.put({STATE_KEY: text})
+
+    def _fitted(self, state: PlannerState) -> str:
+        """The state without its least promising streaks, as stored; an error if even that is
+        too large. Called only when the whole state is too large, so a save serializes once."""
         fitted = state.within(STATE_BYTES)
         text = fitted.stored()
         where = f"state ConfigMap {self.namespace}/{self.name}"
-        if len(text.encode()) > STATE_BYTES:
+        size = len(text.encode())
+        if size > STATE_BYTES:
             raise SourceUnavailableError(
-                f"{where}: {len(text.encode()) // 1024} KiB without persistence streaks, more "
-                f"than the {STATE_BYTES // 1024} KiB kept for it"
+                f"{where}: {size // 1024} KiB without persistence streaks, more than the "
+                f"{STATE_BYTES // 1024} KiB kept for it"
             )
-        if fitted is not state:
-            _log.warning(
-                "%s: kept the %d most promising of %d persistence streaks, to fit in %d KiB",
-                where,
-                len(fitted.streaks),
-                len(state.streaks),
-                STATE_BYTES // 1024,
-            )
-        self._store.put({STATE_KEY: text})
+        _log.warning(
+            "%s: kept the %d most promising of %d persistence streaks, to fit in %d KiB",
+            where,
+            len(fitted.streaks),
+            len(state.streaks),
+            STATE_BYTES // 1024,
+        )
+        return text
