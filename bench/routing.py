@@ -53,7 +53,7 @@ def prediction(path: Path, policy: Policy, seed: int) -> dict[str, Any]:
     cluster.refresh_services()
     topology = topology_of(policy, cluster.snapshot)
     calls = service_calls(policy, cluster.snapshot, cluster.traffic())
-    advice = routing_advice(policy, cluster.snapshot, calls, price_of(policy, topology))
+    advice = routing_advice(policy, calls, price_of(policy, topology))
     today = measure(cluster, policy).crossing["zone"]
     predicted = max(0.0, today - sum(a.kept_local for a in advice))
     for item in advice:

@@ -44,7 +44,7 @@ from rebalancer.config.policy import Policy, parse_policy
 from rebalancer.config.resolved import PlanningRules, price_of
 from rebalancer.config.sections import Limits
 from rebalancer.cost.figures import Figures
-from rebalancer.cost.routing import RoutingAdvice, changes, rerouted
+from rebalancer.cost.routing import RoutingAdvice, changes
 from rebalancer.planning.cycle import (
     build_view,
     collector_paused,
@@ -191,11 +191,11 @@ def _weigh_routing(
     The calls are let go on return, as there."""
     price = price_of(policy, topology)
     calls = stages.run("routing: calls", lambda: service_calls(policy, snapshot, traffic))
-    advice = stages.run("routing: advice", lambda: routing_advice(policy, snapshot, calls, price))
+    advice = stages.run("routing: advice", lambda: routing_advice(policy, calls, price))
 
     def reroute() -> Traffic:
         assumed = changes(advice, snapshot)
-        return rerouted(calls, assumed) if assumed and calls is not None else traffic
+        return calls.rerouted(assumed) if assumed and calls is not None else traffic
 
     return advice, stages.run("routing: reroute", reroute) if plan_around else traffic
 

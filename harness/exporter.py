@@ -47,6 +47,8 @@ class FlowMetric:
     labels: list[str]
     label_values: Callable[[str, str, str, str], list[str]]
     """Source namespace and name, destination namespace and name -> the labels' values."""
+    source_namespace: str
+    """The label holding the source's namespace."""
 
 
 HUBBLE_FLOWS = FlowMetric(
@@ -62,6 +64,7 @@ HUBBLE_FLOWS = FlowMetric(
         "traffic_direction",
     ],
     lambda *endpoints: [*endpoints, "L3_L4", "FORWARDED", "egress"],
+    "source_namespace",
 )
 ISTIO_TCP_SENT = FlowMetric(
     "istio_tcp_sent_bytes",
@@ -74,6 +77,7 @@ ISTIO_TCP_SENT = FlowMetric(
         "destination_workload",
     ],
     lambda *endpoints: ["source", *endpoints],
+    "source_workload_namespace",
 )
 
 
@@ -174,6 +178,18 @@ class ClusterTraffic:
     def rates(self) -> dict[Pair, float]:
         placed, _node_labels = self.placed_pods()
         return pair_rates(self.scenario, placed, self.distributions())
+
+    def workload_rates(self) -> dict[Pair, float]:
+        """The same rates summed per pair of workloads, as Istio's proxies report them."""
+        placed, _node_labels = self.placed_pods()
+        workload_of = {pod.key: pod.workload for pod in placed}
+        summed: dict[Pair, float] = {}
+        for (source, destination), rate in pair_rates(
+            self.scenario, placed, self.distributions()
+        ).items():
+            pair = (workload_of[source], workload_of[destination])
+            summed[pair] = summed.get(pair, 0.0) + rate
+        return summed
 
     def true_crossing(self) -> dict[str, float]:
         """The true rate crossing each level (zone, rack, host) for the pods running now."""

@@ -8,7 +8,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from harness.cluster import LocalCluster
-from harness.exporter import ClusterTraffic, FlowCounters, serve
+from harness.exporter import HUBBLE_FLOWS, ClusterTraffic, FlowCounters, FlowMetric, serve
 from harness.prometheus import PrometheusServer, ScrapeJob
 from rebalancer.simulator.scenario import Scenario
 
@@ -51,19 +51,20 @@ def served_traffic(
     *,
     extra_jobs: Mapping[str, ScrapeJob] | None = None,
     rule_files: Sequence[Path] = (),
+    metric: FlowMetric = HUBBLE_FLOWS,
 ) -> Iterator[PrometheusServer]:
-    """`rates` (pod pair -> flows/s, read at every scrape) served as Hubble's counters and
-    scraped by a Prometheus, yielded once rate() over the window tells the truth for every
-    pair of these namespaces; Prometheus is stopped after."""
-    with serve(FlowCounters(rates)) as target:
+    """`rates` (pod pair -> flows/s, read at every scrape) served as Hubble's counters, or as
+    `metric` says, and scraped by a Prometheus, yielded once rate() over the window tells the
+    truth for every pair of these namespaces; Prometheus is stopped after."""
+    with serve(FlowCounters(rates, metric)) as target:
         prometheus = PrometheusServer(
             workdir, [target], extra_jobs=extra_jobs, rule_files=rule_files
         )
         try:
             prometheus.wait_ready()
             prometheus.wait_for(
-                "count_over_time(hubble_flows_processed_total"
-                f'{{source_namespace=~"{"|".join(namespaces)}"}}'
+                f"count_over_time({metric.name}_total"
+                f'{{{metric.source_namespace}=~"{"|".join(namespaces)}"}}'
                 f"[{window_seconds}s]) >= {window_seconds}",
                 series=len(rates()),
                 timeout=6 * window_seconds,

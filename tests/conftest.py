@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import dataclasses
+import random
 from collections.abc import Iterable
 from typing import Any
+
+import pytest
 
 from harness import builders as b
 from rebalancer.cluster.model import Snapshot
@@ -12,6 +16,7 @@ from rebalancer.cluster.topology import Domain
 from rebalancer.config.policy import Policy
 from rebalancer.config.resolved import PlanningRules
 from rebalancer.cost.pod_pairs import PodCostModel
+from rebalancer.cost.routing import RoutingAdvice
 from rebalancer.planning.cycle import build_view, propose
 from rebalancer.planning.landing import Hint
 from rebalancer.planning.planner import plan
@@ -180,3 +185,53 @@ def surge_move(app: str = "client") -> Move:
         uid="uid-old",
         method="surge",
     )
+
+
+SERVICE_KINDS = ["plain", "plain", "plain", "zone", "local", "tar", "foreign"]
+"""The kinds of Service the routing advice tells apart, plain ones the most common."""
+
+
+def routed_service(
+    rng: random.Random,
+    name: str,
+    kind: str,
+    placed: list[tuple[str, str, str | None]],
+    *,
+    second: bool = False,
+) -> list[b.Obj]:
+    """A Service selecting app=`name` with an EndpointSlice of these (pod, node, zone), of a
+    kind in SERVICE_KINDS: cluster-wide, PreferSameZone, Local, Topology Aware Routing, or some
+    endpoints in a zone no node is in ("x"); some endpoints not ready. `second`: the same pods
+    behind a second Service as well."""
+    distribution = "PreferSameZone" if kind == "zone" else None
+
+    def mutate(service: b.Obj) -> None:
+        if kind == "local":
+            service["spec"]["internalTrafficPolicy"] = "Local"
+        if kind == "tar":
+            service["metadata"]["annotations"] = {"service.kubernetes.io/topology-mode": "Auto"}
+
+    objects = [b.service(name, {"app": name}, traffic_distribution=distribution, mutate=mutate)]
+    listed = [
+        (pod, node, "x" if kind == "foreign" and rng.random() < 0.5 else zone)
+        for pod, node, zone in placed
+    ]
+    endpoint_slice = b.endpoint_slice(f"{name}-1", name, listed, hinted=distribution)
+    for endpoint in endpoint_slice["endpoints"]:
+        if rng.random() < 0.15:
+            endpoint["conditions"]["ready"] = False
+    objects.append(endpoint_slice)
+    if second:
+        objects.append(b.service(f"{name}-alt", {"app": name}))
+        objects.append(b.endpoint_slice(f"{name}-alt-1", f"{name}-alt", listed))
+    return objects
+
+
+def assert_same_advice(advice: list[RoutingAdvice], expected: list[RoutingAdvice]) -> None:
+    """The same Services, recommendations and notes; the same figures up to rounding."""
+    assert [a.service for a in advice] == [a.service for a in expected]
+    figures = ("calls", "crossing_today", "crossing_recommended", "monthly_saved")
+    for one, other in zip(advice, expected, strict=True):
+        exact = {name: getattr(other, name) for name in figures}
+        assert dataclasses.replace(one, **exact) == other
+        assert [getattr(one, name) for name in figures] == pytest.approx(list(exact.values()))

@@ -3,7 +3,6 @@ a trafficDistribution brings, who calls which Service, and the advice made of th
 
 from __future__ import annotations
 
-import dataclasses
 import random
 from collections.abc import Sequence
 
@@ -14,24 +13,20 @@ from harness import builders as b
 from rebalancer.cluster.model import Endpoint, Snapshot
 from rebalancer.cost import routing
 from rebalancer.cost.figures import SECONDS_PER_MONTH, Price
-from rebalancer.cost.routing import (
-    ROUTING_ANNOTATION,
-    Call,
-    Chooser,
-    RoutingAdvice,
-    ServiceCalls,
-    advise,
-    calls_of,
-    hinted,
-    rerouted,
-    route,
-    topology_mode,
-)
+from rebalancer.cost.kube_proxy import Call, Chooser, hinted, route, topology_mode
+from rebalancer.cost.routing import ROUTING_ANNOTATION, RoutingAdvice, advise
+from rebalancer.cost.service_calls import ServiceCalls, calls_of
 from rebalancer.planning.cycle import plan_cycle
 from rebalancer.planning.report import outcome_json, outcome_table
 from rebalancer.planning.state import PlannerState
 from rebalancer.traffic.model import PodTraffic
-from tests.conftest import make_policy, snapshot_of
+from tests.conftest import (
+    SERVICE_KINDS,
+    assert_same_advice,
+    make_policy,
+    routed_service,
+    snapshot_of,
+)
 
 
 def chosen(
@@ -77,7 +72,7 @@ PRICE = Price(per_gb_cross_zone=0.02, bytes_per_unit=None, zone_level=0)
 def _advise(
     snapshot: Snapshot, traffic: PodTraffic, max_endpoint_load: float = 2.0
 ) -> list[RoutingAdvice]:
-    return advise(snapshot, ServiceCalls.of(traffic, snapshot), max_endpoint_load, PRICE)
+    return advise(ServiceCalls.of(traffic, snapshot), max_endpoint_load, PRICE)
 
 
 THREE = [("api-0", "a"), ("api-1", "b"), ("api-2", "c")]
@@ -274,7 +269,7 @@ def _even_calls() -> PodTraffic:
 
 def test_rerouted_traffic_sends_each_clients_calls_to_its_zone() -> None:
     calls = ServiceCalls.of(_even_calls(), _cluster(THREE, CLIENTS))
-    routed = rerouted(calls, {"default/api": "PreferSameZone"})
+    routed = calls.rerouted({"default/api": "PreferSameZone"})
     assert routed.rates == {
         ("default/api-0", "default/web-a"): 3000.0,
         ("default/api-1", "default/web-b"): 3000.0,
@@ -358,9 +353,8 @@ def test_replies_are_rerouted_with_their_calls() -> None:
             **{(f"default/{s}", f"default/{c}"): 400.0 for c, _ in CLIENTS for s, _ in THREE},
         }
     )
-    routed = rerouted(
-        ServiceCalls.of(traffic, _cluster(THREE, CLIENTS)), {"default/api": "PreferSameZone"}
-    )
+    calls = ServiceCalls.of(traffic, _cluster(THREE, CLIENTS))
+    routed = calls.rerouted({"default/api": "PreferSameZone"})
     assert routed.rates == {
         ("default/api-0", "default/web-a"): 3000.0,
         ("default/api-1", "default/web-b"): 3000.0,
@@ -381,30 +375,9 @@ def _random_cluster(seed: int) -> tuple[Snapshot, PodTraffic]:
         placed = [(f"{name}-{i}", *rng.choice(nodes)) for i in range(rng.randint(1, 5))]
         objects += [b.pod(pod, node, None, labels={"app": name}) for pod, node, _z in placed]
         pods += [f"default/{pod}" for pod, _node, _zone in placed]
-        kind = rng.choice(["plain", "plain", "plain", "zone", "local", "tar", "foreign"])
-        distribution = "PreferSameZone" if kind == "zone" else None
-
-        def mutate(service: b.Obj, kind: str = kind) -> None:
-            if kind == "local":
-                service["spec"]["internalTrafficPolicy"] = "Local"
-            if kind == "tar":
-                service["metadata"]["annotations"] = {"service.kubernetes.io/topology-mode": "Auto"}
-
-        objects.append(
-            b.service(name, {"app": name}, traffic_distribution=distribution, mutate=mutate)
+        objects += routed_service(
+            rng, name, rng.choice(SERVICE_KINDS), placed, second=number % 5 == 4
         )
-        listed = [
-            (pod, node, "x" if kind == "foreign" and rng.random() < 0.5 else zone)
-            for pod, node, zone in placed
-        ]
-        endpoint_slice = b.endpoint_slice(f"{name}-1", name, listed, hinted=distribution)
-        for endpoint in endpoint_slice["endpoints"]:
-            if rng.random() < 0.15:
-                endpoint["conditions"]["ready"] = False
-        objects.append(endpoint_slice)
-        if number % 5 == 4:  # the same pods behind a second Service
-            objects.append(b.service(f"{name}-alt", {"app": name}))
-            objects.append(b.endpoint_slice(f"{name}-alt-1", f"{name}-alt", listed))
     clients = [(f"c{i}", *rng.choice(nodes)) for i in range(10)]
     objects += [b.pod(pod, node, None) for pod, node, _zone in clients]
     callers = [f"default/{pod}" for pod, _node, _zone in clients] + pods
@@ -421,13 +394,8 @@ def test_plain_services_worked_out_in_arrays_get_the_advice_of_the_one_by_one_pa
     snapshot, traffic = _random_cluster(seed)
     price = Price(0.02, 1.0, 0)
     calls = ServiceCalls.of(traffic, snapshot)
-    fast = advise(snapshot, calls, 1.5, price)
-    assert routing._plain(calls).any()
-    monkeypatch.setattr(routing, "_plain", lambda places: np.zeros(len(places.services), bool))
-    slow = advise(snapshot, calls, 1.5, price)
-    assert [a.service for a in fast] == [a.service for a in slow]
-    figures = ("calls", "crossing_today", "crossing_recommended", "monthly_saved")
-    for one, other in zip(fast, slow, strict=True):
-        exact = {name: getattr(other, name) for name in figures}
-        assert dataclasses.replace(one, **exact) == other
-        assert [getattr(one, name) for name in figures] == pytest.approx(list(exact.values()))
+    fast = advise(calls, 1.5, price)
+    assert routing._plain(calls.routes).any()
+    monkeypatch.setattr(routing, "_plain", lambda routes: np.zeros(len(routes.services), bool))
+    slow = advise(calls, 1.5, price)
+    assert_same_advice(fast, slow)

@@ -140,6 +140,8 @@ def test_workload_rates_split_evenly_over_pod_pairs() -> None:
     assert isinstance(traffic, WorkloadTraffic)
     web, api = "Deployment/default/web", "Deployment/default/api"
     assert traffic.rates == {(api, web): 10 / 2, (web, web): 2 * 4 / 4}
+    # web called api, the second of their pair: none of it named from api to web
+    assert traffic.forward == {(web, web): 4 / 4}
     assert traffic.members == {web: WEB, api: [API]}
     assert traffic.unmatched == {"self": 1}
 

@@ -25,7 +25,9 @@ from rebalancer.cost.edge_arrays import EdgeArrays
 from rebalancer.cost.figures import Figures, Price
 from rebalancer.cost.model import CostModel
 from rebalancer.cost.pod_pairs import PodCostModel
-from rebalancer.cost.routing import RoutingAdvice, ServiceCalls, advise, changes, rerouted
+from rebalancer.cost.routing import RoutingAdvice, advise, changes
+from rebalancer.cost.service_calls import Calls, ServiceCalls
+from rebalancer.cost.workload_calls import WorkloadCalls
 from rebalancer.cost.workload_pairs import WorkloadCostModel
 from rebalancer.planning.jobs import Job, whole_jobs
 from rebalancer.planning.landing import Hint, Judged, Landing, expected_landing, judge
@@ -36,7 +38,7 @@ from rebalancer.planning.types import Move, Plan
 from rebalancer.strategies.framework import Candidate, ClusterView
 from rebalancer.strategies.gang_consolidation import PLUGIN_NAME as GANG_CONSOLIDATION
 from rebalancer.strategies.registry import STRATEGIES
-from rebalancer.traffic.model import PodTraffic, Traffic, TrafficFailure, WorkloadTraffic
+from rebalancer.traffic.model import Traffic, TrafficFailure, WorkloadTraffic
 
 CycleResult = Literal["ok", "skipped-no-data", "skipped-stale", "error"]
 """How a controller cycle ended: only `ok` may act; the others moved nothing, and say why."""
@@ -54,7 +56,7 @@ class CycleOutcome:
     stray_pods: Mapping[str, str] = field(default_factory=dict)
     """Pods on nodes the snapshot lacks (pod key -> node): never moved, said in warnings."""
     routing: tuple[RoutingAdvice, ...] = ()
-    """Per Service with calls, what PreferSameZone would keep in its zone (pod traffic only)."""
+    """Per Service with calls, what PreferSameZone would keep in its zone."""
     today: Figures | None = None
     """The traffic as routed now, when the plan was made on the traffic as the recommended
     routing would send it: the plan's `before` is then after those routing changes."""
@@ -192,28 +194,27 @@ def weigh_routing(
     send it with `routing.plan_around`. The calls are let go on return: at 100k pods they hold
     tens of MB, and kept through the stages after they made building the graph 0.13 s slower."""
     calls = service_calls(policy, snapshot, traffic)
-    routing = routing_advice(policy, snapshot, calls, price)
+    routing = routing_advice(policy, calls, price)
     assumed = changes(routing, snapshot) if policy.routing.plan_around else {}
     if assumed and calls is not None:
-        return routing, rerouted(calls, assumed)
+        return routing, calls.rerouted(assumed)
     return routing, traffic
 
 
-def service_calls(policy: Policy, snapshot: Snapshot, traffic: Traffic) -> ServiceCalls | None:
-    """The traffic read as calls to Services, when the policy weighs routing: from pod-level
-    traffic only, for now, as a workload-level answer does not say which pod calls."""
-    if not policy.routing.advise or not isinstance(traffic, PodTraffic):
+def service_calls(policy: Policy, snapshot: Snapshot, traffic: Traffic) -> Calls | None:
+    """The traffic read as calls to Services, when the policy weighs routing."""
+    if not policy.routing.advise or not snapshot.services:
         return None
-    return ServiceCalls.of(traffic, snapshot) if snapshot.services else None
+    if isinstance(traffic, WorkloadTraffic):
+        return WorkloadCalls.of(traffic, snapshot)
+    return ServiceCalls.of(traffic, snapshot)
 
 
-def routing_advice(
-    policy: Policy, snapshot: Snapshot, calls: ServiceCalls | None, price: Price
-) -> tuple[RoutingAdvice, ...]:
+def routing_advice(policy: Policy, calls: Calls | None, price: Price) -> tuple[RoutingAdvice, ...]:
     """Per Service, what PreferSameZone would keep in its zone."""
     if calls is None:
         return ()
-    return tuple(advise(snapshot, calls, policy.routing.max_endpoint_load, price))
+    return tuple(advise(calls, policy.routing.max_endpoint_load, price))
 
 
 def judge_landings(

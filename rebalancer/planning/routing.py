@@ -12,7 +12,8 @@ from typing import Final, Literal
 
 from rebalancer.cluster.model import Service, Snapshot
 from rebalancer.config.policy import Policy
-from rebalancer.cost.routing import ROUTING_ANNOTATION, SAME_ZONE, RoutingAdvice, topology_mode
+from rebalancer.cost.kube_proxy import SAME_ZONE, topology_mode
+from rebalancer.cost.routing import ROUTING_ANNOTATION, RoutingAdvice
 
 RECOMMENDED: Final = "TrafficDistributionRecommended"
 """Event reason: setting trafficDistribution would keep this Service's calls in their zone."""

@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from rebalancer.cluster.model import Endpoint, Service
 from rebalancer.cluster.topology import ZONE_LABEL
-from rebalancer.cost.routing import Chooser, distribution_of, hinted
+from rebalancer.cost.kube_proxy import Chooser, distribution_of, hinted
 from rebalancer.files import parse_yaml_model, read_text
 
 RACK_LABEL = "topology.kubernetes.io/rack"

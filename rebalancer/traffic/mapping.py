@@ -80,7 +80,7 @@ def _map_workload_series(
             named.setdefault(name, {}).setdefault(str(pod.workload), []).append(key)
     for by_kind in named.values():
         traffic.members.update(by_kind)
-    rates = traffic.rates
+    rates, forward = traffic.rates, traffic.forward
     for sample, endpoints in zip(samples, endpoints_of, strict=True):
         if not all(endpoints):
             traffic.unmatched["unlabelled"] += 1
@@ -99,9 +99,12 @@ def _map_workload_series(
                 if a == b:  # both ends of every pair in one workload: met once each way round
                     if len(pods_a) > 1:
                         rates[a, a] = rates.get((a, a), 0.0) + 2 * share
+                        forward[a, a] = forward.get((a, a), 0.0) + share
                 else:
                     pair = (a, b) if a < b else (b, a)
                     rates[pair] = rates.get(pair, 0.0) + share
+                    if a < b:  # `a` is the series' source
+                        forward[pair] = forward.get(pair, 0.0) + share
     return traffic
 
 

@@ -153,6 +153,10 @@ class WorkloadTraffic:
     """Why series were dropped: `unknown-workload`, `unlabelled`, or `self` (a single pod's
     workload talking to itself)."""
     series: int = 0
+    forward: dict[tuple[str, str], float] = field(default_factory=dict)
+    """Of each pair's rate, what its series named from the first workload's pods to the
+    second's; the rest went the other way (half of it, within one workload). Who calls whom:
+    routing sends a client's calls to its Service's endpoints by the client's own zone."""
 
     def pair_count(self) -> int:
         """Workload pairs, not pod pairs."""

@@ -113,10 +113,12 @@ class Setup:
         registry: CollectorRegistry | None = None,
         *,
         predict_landing: bool = False,
+        base: str = LIVE_POLICY_YAML,
     ) -> Controller:
+        """`base`: the topology and traffic lines of the policy."""
         api = self.cluster.api_client()
         acting = acting_policy(self.namespace, predict_landing=predict_landing)
-        text = LIVE_POLICY_YAML + acting + extra + f"mode: {mode}\n"
+        text = base + acting + extra + f"mode: {mode}\n"
         return Controller(
             api=api,
             snapshots=lambda: read_snapshot(api),

@@ -7,6 +7,7 @@ server has them, so the change shows in the traffic Prometheus reads next."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -14,11 +15,14 @@ from kubernetes import client
 from prometheus_client import CollectorRegistry
 
 from harness.cluster import LocalCluster
+from harness.exporter import ISTIO_TCP_SENT, ClusterTraffic
+from harness.live import served_traffic
 from harness.process import wait_until
 from rebalancer.clients.kube_api import list_raw
 from rebalancer.cost.routing import ROUTING_ANNOTATION
 from rebalancer.planning.routing import CHANGED, RECOMMENDED, WOULD_CHANGE
 from rebalancer.simulator.scenario import parse_scenario
+from tests.conftest import LIVE_POLICY_YAML
 from tests.e2e.setups import Setup, split_pair_setup
 
 pytestmark = pytest.mark.e2e
@@ -131,6 +135,34 @@ def test_without_the_policy_switch_nothing_is_patched(routed: Setup) -> None:
         )
         == 0
     )
+
+
+def test_workload_traffic_gets_the_advice_pod_traffic_gets(routed: Setup, tmp_path: Path) -> None:
+    """The same calls reported per workload pair, in bytes, as Istio's proxies do, through a
+    real Prometheus: the same two recommendations, and the same share kept local."""
+    truth = ClusterTraffic(routed.scenario, routed.cluster.api_client())
+
+    def in_bytes() -> dict[tuple[str, str], float]:
+        return {pair: 1000 * rate for pair, rate in truth.workload_rates().items()}
+
+    assert set(in_bytes()) == {
+        (f"{NAMESPACE}/web", f"{NAMESPACE}/api"),
+        (f"{NAMESPACE}/web", f"{NAMESPACE}/search"),
+    }
+    with served_traffic(in_bytes, [NAMESPACE], tmp_path, metric=ISTIO_TCP_SENT) as prometheus:
+        registry = CollectorRegistry()
+        controller = routed.controller(
+            "dry-run",
+            prometheus.url,
+            NO_MOVES % "apply: false",
+            registry,
+            base=LIVE_POLICY_YAML.replace("source: hubble", "source: istio"),
+        )
+        report = controller.run_cycle()
+    assert report.result == "ok", report.detail
+    assert _sample(registry, "routing_recommendations") == 2
+    assert _sample(registry, "routing_kept_local") == pytest.approx(100_000, rel=0.1)
+    assert _distribution(routed, "api") is None
 
 
 def test_the_opted_in_service_alone_is_set_and_the_traffic_follows(routed: Setup) -> None:

@@ -13,7 +13,7 @@ from harness.process import wait_until
 from rebalancer.clients.watch_cache import WatchCache
 from rebalancer.cluster.model import Endpoint, Service
 from rebalancer.cluster.topology import ZONE_LABEL
-from rebalancer.cost.routing import distribution_of, hinted
+from rebalancer.cost.kube_proxy import distribution_of, hinted
 from rebalancer.simulator.scenario import WorkloadSpec, workload_objects
 
 pytestmark = pytest.mark.e2e
