@@ -44,7 +44,13 @@ MODES: dict[str, dict[str, Any]] = {
     },
 }
 CUSTOM_KINDS = {"ServiceMonitor", "PrometheusRule", "Issuer", "Certificate"}
-CLUSTER_SCOPED = {"ClusterRole", "ClusterRoleBinding", "MutatingWebhookConfiguration"}
+CLUSTER_SCOPED = {
+    "ClusterRole",
+    "ClusterRoleBinding",
+    "MutatingWebhookConfiguration",
+    "ValidatingAdmissionPolicy",
+    "ValidatingAdmissionPolicyBinding",
+}
 
 
 @pytest.mark.parametrize("case", list(MODES))
@@ -144,3 +150,20 @@ def test_the_charts_copies_of_the_rules_and_the_dashboard_are_the_originals() ->
     assert copied == rule["spec"]
     dashboard = (REPO / "dashboards" / "topology-rebalancer.json").read_text()
     assert (CHART / "files" / "dashboard.json").read_text() == dashboard
+    policies = yaml.safe_load_all(
+        (REPO / "deploy" / "components" / "routing" / "admission-policy.yaml").read_text()
+    )
+    [policy] = [o for o in policies if o["kind"] == "ValidatingAdmissionPolicy"]
+    copied = yaml.safe_load((CHART / "files" / "routing-validations.yaml").read_text())
+    assert copied == policy["spec"]["validations"]
+
+
+def test_the_routing_admission_policy_holds_the_charts_own_service_account() -> None:
+    rendered = objects_of(render_chart(MODES["routing-apply"]))
+    [policy] = [o for o in rendered if o["kind"] == "ValidatingAdmissionPolicy"]
+    [binding] = [o for o in rendered if o["kind"] == "ValidatingAdmissionPolicyBinding"]
+    [account] = [o for o in rendered if o["kind"] == "ServiceAccount"]
+    user = f"system:serviceaccount:{account['metadata']['namespace']}:{account['metadata']['name']}"
+    assert f"'{user}'" in policy["spec"]["matchConditions"][0]["expression"]
+    assert binding["spec"]["policyName"] == policy["metadata"]["name"]
+    assert not [o for o in objects_of(render_chart(MODES["evict"])) if "Admission" in o["kind"]]

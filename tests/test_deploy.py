@@ -39,6 +39,8 @@ CLUSTER_SCOPED = {
     "ClusterRole",
     "ClusterRoleBinding",
     "MutatingWebhookConfiguration",
+    "ValidatingAdmissionPolicy",
+    "ValidatingAdmissionPolicyBinding",
 }
 ENV = {"PROMETHEUS_URL": "http://prometheus:9090", "POD_NAMESPACE": "topology-rebalancer"}
 

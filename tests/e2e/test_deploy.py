@@ -34,6 +34,7 @@ from rebalancer.clients.events import EventRecorder
 from rebalancer.clients.routing import RoutingClient
 from rebalancer.clients.surge import SurgeClient, SurgeError
 from rebalancer.cluster.topology import ZONE_LABEL, Domain
+from rebalancer.cost.routing import ROUTING_ANNOTATION
 from rebalancer.planning.routing import RoutingChange
 from rebalancer.planning.surge import DELETION_COST, LOWEST_COST, surge_record
 from rebalancer.planning.types import Move
@@ -223,10 +224,12 @@ class _Component:
     applies them alone (the installed policy stays as the fixture set it), and leaving the
     `with` block deletes them."""
 
-    def __init__(self, cluster: LocalCluster, directory: Path, name: str) -> None:
+    def __init__(
+        self, cluster: LocalCluster, directory: Path, name: str, kinds: set[str] | None = None
+    ) -> None:
         built = objects_of(kustomize(_install_copy(directory, ["migrate", name])))
         granted = [o for o in built if o["metadata"]["name"] == f"topology-rebalancer-{name}"]
-        assert {o["kind"] for o in granted} == {"ClusterRole", "ClusterRoleBinding"}
+        assert {o["kind"] for o in granted} == (kinds or {"ClusterRole", "ClusterRoleBinding"})
         self.cluster = cluster
         self.objects = directory / f"{name}.yaml"
         self.objects.write_text(yaml.safe_dump_all(granted))
@@ -247,35 +250,68 @@ def test_the_routing_bundle_grants_the_patch_of_a_service_and_nothing_more(
     cluster: LocalCluster, installed: Path, tmp_path: Path
 ) -> None:
     """Without bundle/routing.yaml the ServiceAccount's routing change is refused; with it the
-    change is made, and every other write to a Service is still refused."""
+    change is made, every other write to a Service is still refused (by RBAC), and so is, by
+    its admission policy, any patch of another field or of a Service that did not opt in."""
     admin = client.CoreV1Api(cluster.api_client())
     spec = client.V1ServiceSpec(selector={"app": "routed"}, ports=[client.V1ServicePort(port=80)])
-    body = client.V1Service(metadata=client.V1ObjectMeta(name="routed"), spec=spec)
+    opted_in = client.V1ObjectMeta(name="routed", annotations={ROUTING_ANNOTATION: "apply"})
+    body = client.V1Service(metadata=opted_in, spec=spec)
     created: Any = admin.create_namespaced_service(NAMESPACE, body)
+    other = client.V1Service(metadata=client.V1ObjectMeta(name="not-opted-in"), spec=spec)
+    admin.create_namespaced_service(NAMESPACE, other)
     api = config.new_client_from_config(config_file=str(installed))  # type: ignore[no-untyped-call]
     recorder = EventRecorder(api, lambda: datetime.datetime.now(datetime.UTC))
     routing = RoutingClient(api, recorder, dry_run=False)
     change = RoutingChange(
         f"{NAMESPACE}/routed", "PreferSameZone", created.metadata.resource_version, "test"
     )
+    core = client.CoreV1Api(api)
+
+    def patch(name: str, body: dict[str, Any]) -> Callable[[], Any]:
+        """As the ServiceAccount, a server-side dry run: nothing changes if it is let through."""
+        return lambda: core.patch_namespaced_service(name, NAMESPACE, body, dry_run="All")
+
+    admitted: dict[str, Callable[[], Any]] = {
+        "another spec field": patch("routed", {"spec": {"sessionAffinity": "ClientIP"}}),
+        "a label": patch("routed", {"metadata": {"labels": {"team": "x"}}}),
+        "the opt-in withdrawn": patch("routed", {"metadata": {"annotations": None}}),
+        "a Service that did not opt in": patch(
+            "not-opted-in", {"spec": {"trafficDistribution": "PreferSameZone"}}
+        ),
+    }
+    kinds = {
+        "ClusterRole",
+        "ClusterRoleBinding",
+        "ValidatingAdmissionPolicy",
+        "ValidatingAdmissionPolicyBinding",
+    }
     try:
-        with _Component(cluster, tmp_path, "routing") as component:
+        with _Component(cluster, tmp_path, "routing", kinds) as component:
             assert routing.change(change).result == "refused"
             component.grant()
-            # The authorizer follows RBAC objects through a watch: a moment after they are created.
+            # The authorizer and the admission policy follow their objects through watches: a
+            # moment after they are created.
+            wait_until(
+                lambda: set(_statuses(admitted).values()) == {403}, 30, "the admission policy"
+            )
             wait_until(lambda: routing.change(change).result == "set", 30, "the routing change")
             found: Any = admin.read_namespaced_service("routed", NAMESPACE)
             assert found.spec.traffic_distribution == "PreferSameZone"
-            core = client.CoreV1Api(api)
             still_forbidden: dict[str, Callable[[], Any]] = {
                 "delete": lambda: core.delete_namespaced_service("routed", NAMESPACE),
                 "replace": lambda: core.replace_namespaced_service("routed", NAMESPACE, found),
                 "create": lambda: core.create_namespaced_service(NAMESPACE, body),
                 "patch a pod": lambda: core.patch_namespaced_pod("any", NAMESPACE, {}),
+                **admitted,
             }
             assert _statuses(still_forbidden) == dict.fromkeys(still_forbidden, 403)
+            # The field alone, on the Service that opted in, is let through.
+            patch("routed", {"spec": {"trafficDistribution": "PreferClose"}})()
+        unchanged: Any = admin.read_namespaced_service("not-opted-in", NAMESPACE)
+        assert unchanged.spec.traffic_distribution is None
     finally:
         admin.delete_namespaced_service("routed", NAMESPACE)
+        admin.delete_namespaced_service("not-opted-in", NAMESPACE)
 
 
 def test_the_surge_bundle_grants_the_scale_and_the_deletion_cost_and_nothing_more(
