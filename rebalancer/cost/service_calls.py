@@ -43,7 +43,6 @@ class EndpointArrays:
     """0 for none, else 1 + the zone's number among the nodes' zones; FOREIGN for others."""
     zone_hinted: npt.NDArray[np.bool_]
     node_hinted: npt.NDArray[np.bool_]
-
     pods: list[str | None]
     """Each endpoint's pod, where it names one."""
 
