@@ -13,7 +13,14 @@ from harness import builders as b
 from rebalancer.cluster.model import Endpoint, Snapshot
 from rebalancer.cost import routing
 from rebalancer.cost.figures import SECONDS_PER_MONTH, Price
-from rebalancer.cost.kube_proxy import Call, Chooser, hinted, route, topology_mode
+from rebalancer.cost.kube_proxy import (
+    MESH_ANNOTATION,
+    Call,
+    Chooser,
+    hinted,
+    route,
+    topology_mode,
+)
 from rebalancer.cost.routing import ROUTING_ANNOTATION, RoutingAdvice, advise
 from rebalancer.cost.service_calls import ServiceCalls, calls_of
 from rebalancer.planning.cycle import plan_cycle
@@ -119,6 +126,28 @@ def test_a_service_already_routed_in_its_zone_is_left_as_it_is() -> None:
         None,
         0.0,
     )
+
+
+def test_a_service_the_mesh_routes_in_its_zone_is_left_as_it_is() -> None:
+    """Istio's proxies keep its calls in their zone by the annotation, though no hint is
+    written: nothing crosses today and nothing is recommended; the field, where set, wins."""
+
+    def annotate(distribution: str | None) -> b.Mutator:
+        def mutate(service: b.Obj) -> None:
+            service["metadata"]["annotations"] = {MESH_ANNOTATION: "PreferClose"}
+            if distribution:
+                service["spec"]["trafficDistribution"] = distribution
+
+        return mutate
+
+    [advice] = _advise(_cluster(THREE, CLIENTS, mutate=annotate(None)), _calls(CLIENTS))
+    assert advice.today == f"{MESH_ANNOTATION}=PreferClose"
+    assert advice.recommended is None
+    assert advice.crossing_today == 0.0
+    snapshot = _cluster(THREE, CLIENTS, mutate=annotate("NoSuchValue"))
+    [advice] = _advise(snapshot, _calls(CLIENTS))
+    assert advice.today == "Cluster" and advice.crossing_today == pytest.approx(2.0)
+    assert advice.recommended == "PreferSameZone"
 
 
 def test_the_topology_mode_annotation_is_named_as_what_to_remove() -> None:

@@ -54,6 +54,20 @@ def topology_mode(service: Service) -> str | None:
     return None
 
 
+MESH_ANNOTATION = "networking.istio.io/traffic-distribution"
+"""Istio's, on a Service: its proxies route by it where the field is unset; kube-proxy and the
+EndpointSlice controller do not read it."""
+
+
+def mesh_distribution(service: Service) -> str | None:
+    """Istio's annotation, as key=value, where it routes the Service's calls by place: set to
+    a distribution other than Cluster, on a Service whose field is unset (the field wins)."""
+    value = service.annotations.get(MESH_ANNOTATION)
+    if service.traffic_distribution is not None or distribution_of(value) == "Cluster":
+        return None
+    return f"{MESH_ANNOTATION}={value}"
+
+
 def hinted(endpoints: Sequence[Endpoint], distribution: Distribution) -> tuple[Endpoint, ...]:
     """The endpoints with the hints the EndpointSlice controller would write for
     `distribution`. It writes only ready endpoints' hints, and clears them all for Cluster."""

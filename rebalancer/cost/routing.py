@@ -18,6 +18,7 @@ from rebalancer.cost.kube_proxy import (
     Distribution,
     distribution_of,
     hinted,
+    mesh_distribution,
     route,
     topology_mode,
 )
@@ -86,6 +87,7 @@ def _plain(routes: Routes) -> npt.NDArray[np.bool_]:
             s.internal_traffic_policy != "Local"
             and s.traffic_distribution is None
             and topology_mode(s) is None
+            and mesh_distribution(s) is None
             for s in routes.services
         ],
         np.bool_,
@@ -177,18 +179,24 @@ def _advice(
     service: Service, calls: list[Call], max_endpoint_load: float, price: Price
 ) -> RoutingAdvice:
     local_only = service.internal_traffic_policy == "Local"
-    today = route(service.endpoints, calls, local_only)
+    current = distribution_of(service.traffic_distribution)
+    override = topology_mode(service)
+    mesh = None if local_only or override else mesh_distribution(service)
+    # Routed by the mesh's proxies as the field would route it: the hints are not written,
+    # but the proxies choose as if they were.
+    endpoints = service.endpoints
+    if mesh is not None:
+        endpoints = hinted(endpoints, distribution_of(mesh.partition("=")[2]))
+    today = route(endpoints, calls, local_only)
     total = sum(call.rate for call in calls)
     ready_zones = {e.zone for e in service.endpoints if e.ready and e.zone}
     missing = tuple(sorted({c.zone for c in calls if c.zone and c.zone not in ready_zones}))
-    current = distribution_of(service.traffic_distribution)
-    override = topology_mode(service)
 
     def advice(recommended: str | None, crossing: float, note: str = "") -> RoutingAdvice:
         saved = today.crossing - crossing if recommended is not None else 0.0
         return RoutingAdvice(
             service.key,
-            override or current,
+            override or mesh or current,
             recommended,
             total,
             today.crossing,
@@ -200,7 +208,7 @@ def _advice(
 
     if local_only:
         return advice(None, today.crossing, "internalTrafficPolicy Local keeps calls on the node")
-    if (current != "Cluster" and override is None) or len(ready_zones) < 2:
+    if (current != "Cluster" and override is None) or mesh or len(ready_zones) < 2:
         # Already in its zone; or every endpoint in one zone, where preferring it changes nothing.
         return advice(None, today.crossing)
     endpoints = hinted(service.endpoints, SAME_ZONE)
