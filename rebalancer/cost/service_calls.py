@@ -187,6 +187,36 @@ class CallTally:
     by_node: dict[int, float]
     """By `Routes.key`."""
 
+    @classmethod
+    def of(
+        cls,
+        routes: Routes,
+        by_node: npt.NDArray[np.bool_],
+        *,
+        service: Indices,
+        node: Indices,
+        zone: Indices,
+        rate: Floats,
+    ) -> CallTally:
+        """Calls to `service` from `zone` (from `node` too, read only for the Services that
+        route by node, per `by_node`) at `rate`, summed in input order. Per Service and zone,
+        the common case, into a dense table: no sort."""
+        per_node = by_node[service] if len(service) else np.zeros(0, np.bool_)
+        slots = len(routes.zone_names) + 1
+        zonal = np.bincount(
+            service[~per_node] * slots + zone[~per_node] + 1,
+            rate[~per_node],
+            len(routes.services) * slots,
+        )
+        found, position = np.unique(
+            routes.key(service[per_node], node[per_node], zone[per_node]), return_inverse=True
+        )
+        sums = group_sums(position, rate[per_node], len(found))
+        return cls(
+            zonal.astype(np.float64, copy=False).reshape(len(routes.services), slots),
+            dict(zip(found.tolist(), sums.tolist(), strict=True)),
+        )
+
     def calls_from(self, routes: Routes, numbers: set[int]) -> dict[int, list[Call]]:
         """The calls to each of these Services (by number)."""
         calls: dict[int, list[Call]] = defaultdict(list)
@@ -269,47 +299,30 @@ class ServiceCalls:
 
     def tally(self) -> CallTally:
         """Summed per Service and zone in arrays (per node where the Service may route by
-        node): a large cluster has a million pairs."""
+        node): a large cluster has a million pairs. The calls of a pod behind several Services
+        are split among them one by one, after the rest: there are few."""
         routes = self.routes
         clients, servers, parts = self.clients, self.servers, self.parts
         server_service, client_service = self.service[servers], self.service[clients]
         called = (parts > 0) & (server_service != -1)
         single = called & (server_service >= 0) & (client_service != MULTIPLE)
         simple = single & (client_service != server_service)
-        by_node = routes.by_node()
-        service, zone = server_service[simple], self.zone[clients[simple]]
-        per_node = by_node[service] if len(service) else np.zeros(0, np.bool_)
-        # Per Service and zone, the common case, counted into a dense table: no sort.
-        slots = len(routes.zone_names) + 1
-        zonal = (
-            np.bincount(
-                service[~per_node] * slots + zone[~per_node] + 1,
-                parts[simple][~per_node],
-                len(routes.services) * slots,
-            )
-            .astype(np.float64, copy=False)
-            .reshape(len(routes.services), slots)
-        )
-        rates: dict[int, float] = defaultdict(float)
-        node = self.node[clients[simple]][per_node]
-        found, position = np.unique(
-            routes.key(service[per_node], node, zone[per_node]), return_inverse=True
-        )
-        sums = group_sums(position, parts[simple][per_node], len(found))
-        for key, rate in zip(found.tolist(), sums.tolist(), strict=True):
-            rates[key] += rate
+        split: list[tuple[int, int, int, float]] = []
         for index in np.flatnonzero(called & ~single).tolist():  # pods behind several Services
             client, server = self.traffic.pods[clients[index]], self.traffic.pods[servers[index]]
             own = routes.services_of(client)
             targets = [n for n in routes.services_of(server) if n not in own]
-            for number in targets:
-                at_zone = int(self.zone[clients[index]])
-                if by_node[number]:
-                    key = routes.key(number, int(self.node[clients[index]]), at_zone)
-                    rates[key] += parts[index] / len(targets)
-                else:
-                    zonal[number, at_zone + 1] += parts[index] / len(targets)
-        return CallTally(zonal, dict(rates))
+            place = int(self.node[clients[index]]), int(self.zone[clients[index]])
+            split += [(number, *place, parts[index] / len(targets)) for number in targets]
+        shares = np.array(split, np.float64).reshape(-1, 4)
+        return CallTally.of(
+            routes,
+            routes.by_node(),
+            service=np.concatenate([server_service[simple], shares[:, 0].astype(np.int64)]),
+            node=np.concatenate([self.node[clients[simple]], shares[:, 1].astype(np.int64)]),
+            zone=np.concatenate([self.zone[clients[simple]], shares[:, 2].astype(np.int64)]),
+            rate=np.concatenate([parts[simple], shares[:, 3]]),
+        )
 
     def rerouted(self, distributions: Mapping[str, Distribution]) -> PodTraffic:
         """The pod-pair rates as they would be with these Services' trafficDistribution set: each

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 import numpy.typing as npt
@@ -161,25 +162,32 @@ class WorkloadCalls:
         by_node = routes.by_node()
         groups = self._groups(by_node=False)
         rows = self._rows(groups)
-        slots = len(routes.zone_names) + 1
         zonal = ~by_node[rows.target]
-        table = np.bincount(
-            rows.target[zonal] * slots + groups.zone[rows.client[zonal]] + 1,
-            rows.rate[zonal],
-            len(routes.services) * slots,
-        )
-        found: dict[int, float] = {}
+        parts = [(rows.without(~zonal), groups)]
         if by_node.any():
             groups = self._groups(by_node=True)
             rows = self._rows(groups)
-            kept = by_node[rows.target]
-            client = rows.client[kept]
-            keys = routes.key(rows.target[kept], groups.node[client], groups.zone[client])
-            unique, place = np.unique(keys, return_inverse=True)
-            sums = np.bincount(place, rows.rate[kept], len(unique))
-            found = dict(zip(unique.tolist(), sums.tolist(), strict=True))
-        zonal_table = table.astype(np.float64, copy=False).reshape(len(routes.services), slots)
-        return CallTally(zonal_table, found)
+            parts.append((rows.without(~by_node[rows.target]), groups))
+        return CallTally.of(
+            routes,
+            by_node,
+            service=np.concatenate([found.target for found, _ in parts]),
+            node=np.concatenate([grouped.node[found.client] for found, grouped in parts]),
+            zone=np.concatenate([grouped.zone[found.client] for found, grouped in parts]),
+            rate=np.concatenate([found.rate for found, _ in parts]),
+        )
+
+    @cached_property
+    def _servers(self) -> _Groups:
+        """The pods behind a Service, grouped by workload and Service set: the same whichever
+        way the clients are grouped."""
+        workload, owned, _zone, _node = self.pods
+        behind = owned > 0
+        anywhere = np.full(int(behind.sum()), -1, np.int64)
+        return _Groups.of(
+            (workload[behind], owned[behind], anywhere, anywhere),
+            (len(self.names), len(self.sets), 0, 0),
+        )
 
     def _rows(self, groups: _Groups) -> _Rows:
         """Every direction's calls from each client group to each Service its server's pods
@@ -187,13 +195,7 @@ class WorkloadCalls:
         (all of the pair's rate where the client is behind no Service, its replies included;
         else the way named), split evenly among the server's Services the client is not behind
         itself."""
-        workload, owned, _zone, _node = self.pods
-        behind = owned > 0
-        anywhere = np.full(int(behind.sum()), -1, np.int64)
-        servers = _Groups.of(
-            (workload[behind], owned[behind], anywhere, anywhere),
-            (len(self.names), len(self.sets), 0, 0),
-        )
+        servers = self._servers
         direction = np.flatnonzero(servers.length[self.server] > 0)
         run, client = spans(
             groups.start[self.client[direction]], groups.length[self.client[direction]]
