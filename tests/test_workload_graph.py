@@ -10,6 +10,7 @@ from __future__ import annotations
 import itertools
 from dataclasses import dataclass
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -119,9 +120,20 @@ def test_workload_pairs_count_what_their_pod_pairs_count(
     tally = by_workload.cost.tally(case.snapshot)
     assert _tally_figures(tally) == _tally_figures(by_pod.cost.tally(case.snapshot))
     for min_share in (0.3, 0.5, 1.0):
-        assert sorted(by_workload.cost.heavy_domains(range(3), min_share)) == sorted(
-            by_pod.cost.heavy_domains(range(3), min_share)
-        )
+        for above_home in (True, False):
+            assert sorted(
+                by_workload.cost.heavy_domains(range(3), min_share, above_home=above_home)
+            ) == sorted(by_pod.cost.heavy_domains(range(3), min_share, above_home=above_home))
+        heaviest = by_pod.cost.heavy_domains(range(3), min_share, above_home=False, heaviest=2)
+        every = by_pod.cost.heavy_domains(range(3), min_share, above_home=False)
+        for level in range(3):
+            weights = sorted((row.weight for row in every if row.level == level), reverse=True)
+            for rows in (
+                heaviest,
+                by_workload.cost.heavy_domains(range(3), min_share, above_home=False, heaviest=2),
+            ):
+                kept = sorted((r.weight for r in rows if r.level == level), reverse=True)
+                assert kept == pytest.approx(weights[:2])
 
     pods = sorted(by_pod.cost.locations)
     domains = [d for level in range(3) for d in by_workload.topology.domains_at(level)]

@@ -75,9 +75,17 @@ class CostModel(Protocol):
         """`worth` of each move of one pod on this model as it is, for many at once; None where
         it is left to `worth`."""
 
-    def heavy_domains(self, levels: range, min_share: float) -> list[HeavyDomain]:
+    def heavy_domains(
+        self,
+        levels: range,
+        min_share: float,
+        *,
+        above_home: bool = True,
+        heaviest: int | None = None,
+    ) -> list[HeavyDomain]:
         """Every pod and domain at these levels holding at least `min_share` of the pod's
-        traffic, and more of it than the pod's own domain there."""
+        traffic, and (with `above_home`) more of it than the pod's own domain there; with
+        `heaviest`, only that many at each level, those holding the most traffic."""
 
     def group_traffic(self, members: Collection[str]) -> tuple[float, float]:
         """The traffic among these pods, each pair once, and between them and all others."""

@@ -34,6 +34,7 @@ class PodCostModel(PodPricing):
     def __post_init__(self) -> None:
         self._split_weights = [level.weight for level in self.topology.levels] + [0.0]
         self._numbers: DomainNumbers | None = None
+        self._held: dict[int, tuple[Indices, Indices, Floats]] = {}
 
     def domain_ids(self) -> DomainNumbers:
         """`EdgeArrays.domain_ids` of where the pods are in this model now. Kept until a pod
@@ -115,31 +116,54 @@ class PodCostModel(PodPricing):
                 judged[position] = Worth(gain, now)
         return judged
 
-    def heavy_domains(self, levels: range, min_share: float) -> list[HeavyDomain]:
+    def heavy_domains(
+        self,
+        levels: range,
+        min_share: float,
+        *,
+        above_home: bool = True,
+        heaviest: int | None = None,
+    ) -> list[HeavyDomain]:
         """From one numpy pass over every pair per level: summing per domain in a Python loop
         over every pod's peers took seconds at a million pairs."""
         numbers = self.domain_ids()
         total = self.arrays.traffic_per_pod()
-        return [row for level in levels for row in self._heavy_at(numbers, total, level, min_share)]
+        return [
+            row
+            for level in levels
+            for row in self._heavy_at(
+                numbers, total, level, min_share, above_home=above_home, heaviest=heaviest
+            )
+        ]
 
     def _heavy_at(
-        self, numbers: DomainNumbers, total: Floats, level: int, min_share: float
+        self,
+        numbers: DomainNumbers,
+        total: Floats,
+        level: int,
+        min_share: float,
+        *,
+        above_home: bool,
+        heaviest: int | None,
     ) -> list[HeavyDomain]:
-        arrays, of_pod = self.arrays, numbers.of_pod[level]
-        peer_domain = of_pod[arrays.target]
-        known = peer_domain >= 0  # peers whose domain is unknown count only in the total
-        if not known.any():
+        held = self._held_at(numbers, level)
+        if held is None:
             return []
-        width = len(numbers.keys)
-        found, position = unique_in_runs(arrays.source[known] * width + peer_domain[known])
-        weight = group_sums(position, arrays.rate[known], len(found))
-        pod, domain = found // width, found % width
+        arrays, of_pod = self.arrays, numbers.of_pod[level]
+        pod, domain, weight = held
         own = of_pod[pod]
         at_home = domain == own
         local = np.zeros(len(arrays.pods))
         local[pod[at_home]] = weight[at_home]
         share = weight / total[pod]
-        chosen = (own >= 0) & ~at_home & (share >= min_share) & (weight > local[pod])
+        chosen = (own >= 0) & ~at_home & (share >= min_share)
+        if above_home:
+            chosen &= weight > local[pod]
+        if heaviest is not None and chosen.sum() > heaviest:
+            found_rows = np.flatnonzero(chosen)
+            kept = found_rows[np.argsort(-weight[found_rows], kind="stable")[:heaviest]]
+            chosen = np.zeros(len(chosen), bool)
+            chosen[kept] = True
         gain, _cost = self.gains_and_costs(numbers, pod[chosen], domain[chosen], level)
         return [
             HeavyDomain(arrays.pods[p], level, w, s, numbers.keys[d], g)
@@ -152,6 +176,25 @@ class PodCostModel(PodPricing):
                 strict=True,
             )
         ]
+
+    def _held_at(
+        self, numbers: DomainNumbers, level: int
+    ) -> tuple[Indices, Indices, Floats] | None:
+        """Each pod's traffic to each domain at `level` where it has peers, as pod, domain and
+        weight arrays; None when no peer's domain is known. Kept until a pod moves: split-peers
+        asks twice per level, for its moves and its chains."""
+        if level in self._held:
+            return self._held[level]
+        arrays, of_pod = self.arrays, numbers.of_pod[level]
+        peer_domain = of_pod[arrays.target]
+        known = peer_domain >= 0  # peers whose domain is unknown count only in the total
+        if not known.any():
+            return None
+        width = len(numbers.keys)
+        found, position = unique_in_runs(arrays.source[known] * width + peer_domain[known])
+        weight = group_sums(position, arrays.rate[known], len(found))
+        self._held[level] = (found // width, found % width, weight)
+        return self._held[level]
 
     def group_traffic(self, members: Collection[str]) -> tuple[float, float]:
         """From the members' rows of the arrays; each internal pair is met from both ends."""
@@ -192,6 +235,7 @@ class PodCostModel(PodPricing):
     def move(self, pod: str, target: Domain) -> None:
         self.locations[pod] = self.topology.location_within(target)
         self._numbers = None
+        self._held = {}
         self.moved[pod] = target
         self.touched.add(pod)
         self.touched.update(self.arrays.peers_of(pod))
@@ -201,6 +245,7 @@ class PodCostModel(PodPricing):
             self.arrays, self.topology, dict(self.locations), dict(self.moved), set(self.touched)
         )
         copied._numbers = self._numbers  # of the same locations, and never changed in place
+        copied._held = self._held  # the same; a move gives a model a dict of its own
         return copied
 
     def figures(self, snapshot: Snapshot, price: Price) -> Figures:

@@ -51,6 +51,8 @@ class WorkloadCostModel(PodPricing):
     _cost_at: dict[tuple[int, Location], float] = field(default_factory=dict)
     """(workload, location) -> what a pod of the workload costs there, before the pod itself is
     taken out of its own workload's counts: pods of a workload on one node share it."""
+    _held_at: dict[int, HeldTraffic] = field(default_factory=dict)
+    """Level -> `_held` there: split-peers asks twice per level, for its moves and chains."""
 
     def __post_init__(self) -> None:
         self._split_weights = [level.weight for level in self.topology.levels] + [0.0]
@@ -191,9 +193,17 @@ class WorkloadCostModel(PodPricing):
         """One by one: pods of a workload on one node share their costs (see _cost_at)."""
         return [self.worth({pod: target}) for pod, target in moves]
 
-    def heavy_domains(self, levels: range, min_share: float) -> list[HeavyDomain]:
+    def heavy_domains(
+        self,
+        levels: range,
+        min_share: float,
+        *,
+        above_home: bool = True,
+        heaviest: int | None = None,
+    ) -> list[HeavyDomain]:
         """Per workload: a domain holds the same traffic of each of its pods, but for the pod's
-        own domain, which holds the pod itself too."""
+        own domain, which holds the pod itself too. With `heaviest`, the workloads' domains are
+        taken heaviest first, so the rows are made only until there are enough."""
         rates, sizes = self.workloads.rates, [len(pods) for pods in self.workloads.members]
         source = np.repeat(np.arange(len(rates)), [len(peers) for peers in rates])
         peer = np.fromiter(chain.from_iterable(rates), np.int64, len(source))
@@ -201,18 +211,32 @@ class WorkloadCostModel(PodPricing):
         total = group_sums(source, rate * (np.array(sizes)[peer] - (peer == source)), len(rates))
         found: list[HeavyDomain] = []
         for level in levels:
-            held = self._held(level, source, peer, rate)
-            heavy = held.weight / total[held.workload] >= min_share
-            by_workload: dict[int, list[tuple[DomainKey, float]]] = {}
+            if level not in self._held_at:
+                self._held_at[level] = self._held(level, source, peer, rate)
+            held = self._held_at[level]
+            heavy = np.flatnonzero(held.weight / total[held.workload] >= min_share)
+            if heaviest is not None:
+                heavy = heavy[np.argsort(-held.weight[heavy], kind="stable")]
+            at_level: list[HeavyDomain] = []
             for workload, number, weight in zip(
                 held.workload[heavy].tolist(),
                 held.domain[heavy].tolist(),
                 held.weight[heavy].tolist(),
                 strict=True,
             ):
-                by_workload.setdefault(workload, []).append((held.keys[number], weight))
-            for workload, domains in by_workload.items():
-                found += self._heavy_for_pods(workload, level, domains, held, total[workload])
+                wanted = None if heaviest is None else heaviest - len(at_level)
+                if wanted == 0:
+                    break  # every row still to come holds no more than those found
+                at_level += self._heavy_for_pods(
+                    workload,
+                    level,
+                    (held.keys[number], weight),
+                    held,
+                    total=total[workload],
+                    above_home=above_home,
+                    most=wanted,
+                )
+            found += at_level
         return found
 
     def _held(self, level: int, source: Indices, peer: Indices, rate: Floats) -> HeldTraffic:
@@ -239,22 +263,30 @@ class WorkloadCostModel(PodPricing):
         self,
         workload: int,
         level: int,
-        heavy: list[tuple[DomainKey, float]],
+        heavy: tuple[DomainKey, float],
         held: HeldTraffic,
+        *,
         total: float,
+        above_home: bool,
+        most: int | None,
     ) -> list[HeavyDomain]:
+        """The workload's pods for which the `heavy` domain, with the traffic it holds, is
+        another than their own (and, with `above_home`, holds more than theirs); `most` of
+        them at most, as all hold the same traffic there."""
+        key, weight = heavy
         within = self.workloads.rates[workload].get(workload, 0.0)
         weight_in = held.by_domain(workload)
         found = []
         for pod in self.workloads.members[workload]:
             own = self.locations[pod][: level + 1]
-            if None in own:
-                continue  # a pod in an unknown domain holds nothing
+            if None in own or key == own:
+                continue  # a pod in an unknown domain holds nothing; its own is no move
             local = weight_in.get(cast(DomainKey, own), 0.0) - within
-            for key, weight in heavy:
-                if key != own and weight > local:
-                    gain = self.gain(pod, Domain(level, key))
-                    found.append(HeavyDomain(pod, level, weight, weight / total, key, gain))
+            if weight > local or not above_home:
+                gain = self.gain(pod, Domain(level, key))
+                found.append(HeavyDomain(pod, level, weight, weight / total, key, gain))
+                if len(found) == most:
+                    break
         return found
 
     def group_traffic(self, members: Collection[str]) -> tuple[float, float]:
@@ -289,6 +321,7 @@ class WorkloadCostModel(PodPricing):
         add_count(self.counts[workload], location, 1)
         self.locations[pod] = location
         self._cost_at.clear()
+        self._held_at.clear()
 
     def copy(self) -> WorkloadCostModel:
         self._owned.clear()  # shared from now on: whichever moves first copies
