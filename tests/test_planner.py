@@ -841,3 +841,62 @@ def test_a_client_and_its_server_never_cross_in_one_cycle() -> None:
     assert plan.moves and len(zones) == 1
     refused = [s for s in plan.skipped if s.reason.startswith("a peer moved to join it in")]
     assert refused and all(s.category == "cooldown" for s in refused)
+
+
+def _undo_state(saved: float | None) -> PlannerState:
+    """The server moved from zone a into b an hour ago, saving `saved`; the clients into a a
+    minute ago, so they stay there."""
+    earlier = recent("server", {"zone": "a"}, {"zone": "b"}).model_copy(
+        update={"at": NOW - 3600, "gain": saved}
+    )
+    return PlannerState(recent_moves=[earlier, recent("client", {"zone": "b"}, {"zone": "a"})])
+
+
+@pytest.mark.parametrize(("saved", "moved"), [(None, True), (10.0, True), (1000.0, False)])
+def test_undoing_a_remembered_move_must_save_twice_what_it_saved(
+    saved: float | None, moved: bool
+) -> None:
+    """Moving a server pod back into zone a saves 2 x 10 x (10 - 3) = 140 (two clients, zone
+    weight 10, and a rack, 3, still crossed as far as is known): more than twice 10, less than
+    twice 1000. A move remembered without its gain (state from an older version) holds
+    nothing."""
+    objects = chatty_objects(["node-a11", "node-a12"], ["node-b11", "node-b12"])
+    policy = make_policy(
+        cooldown={"per_workload_seconds": 600, "memory_seconds": 7200},
+        persistence={"cycles": 1, "undo_cycles": 1},
+        protections={"min_spread": {"domains": 1}},
+    )
+    plan, _view = plan_once(policy, snapshot_of(objects), chatty_rates(objects), _undo_state(saved))
+    servers = [m for m in plan.moves if m.workload == "Deployment/default/server"]
+    assert bool(servers) is moved
+    if not moved:
+        held = {s.reason for s in plan.skipped if "server" in s.pod}
+        assert held == {"would undo its move into b, which saved 1e+03, for less than twice that"}
+
+
+def test_a_companion_never_undoes_a_remembered_move() -> None:
+    """Past its cooldown the server may go back to zone a for its own gain, but not be taken
+    there as a client's companion."""
+    objects = chatty_objects(["node-a11", "node-a12"], ["node-b11", "node-b12"])
+    policy = make_policy(
+        cooldown={"per_workload_seconds": 600, "memory_seconds": 7200},
+        persistence={"cycles": 1, "undo_cycles": 1},
+        protections={"min_spread": {"domains": 1}},
+    )
+    snapshot = snapshot_of(objects)
+    view = build_view(policy, snapshot, traffic_of(chatty_rates(objects)))
+    client, server = pod_keys(snapshot, "client")[0], pod_keys(snapshot, "server")[0]
+    rack = Domain(1, ("a", "r2"))
+    joint = Candidate(client, rack, 1.0, "", "split-peers", companions=((server, rack),))
+    alone = Candidate(server, rack, 1.0, "", "split-peers")
+    rules = PlanningRules.of(policy, view.topology)
+    for candidate, moves in ((joint, 0), (alone, 1)):
+        state = _undo_state(None).observe([candidate])
+        result = plan(view, [candidate], rules, state, now=NOW, persistence_required=1)
+        assert len(result.moves) == moves, result.skipped
+        if not moves:
+            (skip,) = result.skipped
+            assert skip.reason == (
+                f"{server}: would undo its move into b: a pod is never taken along by "
+                "another's move out of where its workload was moved"
+            )

@@ -336,6 +336,7 @@ class Cooldown(Strict):
     """How long a move is remembered. After its cooldown and until then, a move that would undo
     it waits `persistence.undo_cycles` rather than `persistence.cycles`: traffic that
     alternates pulls a workload back for less than a period at a time, and is not followed.
+    It must also save twice what the move it undoes saved.
     A day, so a workload moved once stays put while its traffic keeps swinging; the state
     holds at most one day of moves."""
 

@@ -41,6 +41,10 @@ from rebalancer.planning.types import Move, Plan, Skip, SkipCategory
 from rebalancer.strategies.framework import Candidate, ClusterView
 
 _GAIN_TOLERANCE = 1e-9
+_UNDO_GAIN = 2.0
+"""A move that undoes a remembered one must save this many times what that one saved. Moves
+picked greedily, each worth a little as the others left the cluster, otherwise trade a workload
+back and forth while the traffic stays as it was (see docs/controller.md)."""
 INDEX_FAILURES = "batch.kubernetes.io/job-index-failure-count"
 """On a pod of a Job with backoffLimitPerIndex: how often its index has failed."""
 _MAX_BACKOFF_DOUBLINGS = 5
@@ -133,20 +137,31 @@ class _Cycle:
             return "persistence", (
                 f"proposed {seen} of {self.persistence_required} consecutive cycles"
             )
-        if seen < self.undo_required and pod.workload is not None:
-            undone = self.undone(str(pod.workload), pod.key, target)
-            if undone is not None:
-                return "persistence", (
-                    f"proposed {seen} of {self.undo_required} consecutive cycles, as it would "
-                    f"undo its move into {'/'.join(undone.entered.values())} "
-                    f"{self.now - undone.at:.0f}s ago"
-                )
+        undone = [] if pod.workload is None else self.undone(str(pod.workload), pod.key, target)
+        if undone and seen < self.undo_required:
+            latest = undone[-1]
+            return "persistence", (
+                f"proposed {seen} of {self.undo_required} consecutive cycles, as it would "
+                f"undo its move into {'/'.join(latest.entered.values())} "
+                f"{self.now - latest.at:.0f}s ago"
+            )
         # Relative to the pod's own cost, not the cluster's: a cluster-wide share would grow with
         # the cluster until no single move could clear it.
         threshold = max(self.min_gain, self.rules.thresholds.min_gain_ratio * worth.cost)
         gain = worth.gain
         if gain <= 0 or gain < threshold:
             return "below-threshold", f"gain {gain:.3g} below threshold {threshold:.3g}"
+        if undone and pod.key != candidate.pod and candidate.job is None:
+            return "persistence", (
+                f"would undo its move into {'/'.join(undone[-1].entered.values())}: a pod is "
+                "never taken along by another's move out of where its workload was moved"
+            )
+        dearest = max(undone, key=lambda move: move.gain or 0.0, default=None)
+        if dearest is not None and dearest.gain is not None and gain <= _UNDO_GAIN * dearest.gain:
+            return "persistence", (
+                f"would undo its move into {'/'.join(dearest.entered.values())}, which saved "
+                f"{dearest.gain:.3g}, for less than twice that"
+            )
         checks: tuple[tuple[SkipCategory, Callable[[], str | None]], ...] = (
             # A job's limits are checked once, for all its pods, in `attempt`.
             ("limit", lambda: None if candidate.job else self.budget.refusal(self.scopes(pod))),
@@ -188,8 +203,9 @@ class _Cycle:
             *(self.moved_now.get(workload, ()) if this_cycle else ()),
         ]
         since = self.now - cooldown
-        recent = self._undone(recents, pod.key, target, since=since)
-        if recent is not None:
+        undone = self._undone(recents, pod.key, target, since=since)
+        if undone:
+            recent = undone[-1]
             entered = "/".join(recent.entered.values())
             remaining = cooldown - (self.now - recent.at)
             return f"would undo its move into {entered}; cooldown {remaining:.0f}s more"
@@ -202,25 +218,22 @@ class _Cycle:
             )
         return None
 
-    def undone(self, workload: str, pod: str, target: Domain) -> RecentMove | None:
-        """The latest remembered move of the workload that moving `pod` into `target` undoes."""
+    def undone(self, workload: str, pod: str, target: Domain) -> list[RecentMove]:
+        """The remembered moves of the workload that moving `pod` into `target` undoes, oldest
+        first."""
         return self._undone(self.earlier_moves.get(workload, ()), pod, target, since=None)
 
     def _undone(
         self, moves: Iterable[RecentMove], pod: str, target: Domain, *, since: float | None
-    ) -> RecentMove | None:
-        """The latest of `moves` (made after `since`, when given) that the move undoes."""
+    ) -> list[RecentMove]:
+        """Those of `moves` (made after `since`, when given) that the move undoes."""
+        moves = [move for move in moves if since is None or move.at > since]
+        if not moves:
+            return []
         topology = self.view.topology
-        location = destination = None
-        for recent in reversed(list(moves)):
-            if since is not None and recent.at <= since:
-                continue
-            if location is None or destination is None:
-                location = _describe(topology, self.cost.locations[pod])
-                destination = target.describe(topology.levels)
-            if recent.undone_by(location, destination):
-                return recent
-        return None
+        location = _describe(topology, self.cost.locations[pod])
+        destination = target.describe(topology.levels)
+        return [move for move in moves if move.undone_by(location, destination)]
 
     def spent_reason(self, pod_key: str) -> str:
         """Why a candidate left when the budget ran out was not judged: the per-cycle limit,
@@ -313,6 +326,16 @@ class _Cycle:
             over = self.budget.refusal_once(scopes)
             if over is not None:
                 return "limit", over
+        if len(targets) > 1 and candidate.job is None:
+            # The rules only tighten as pods are accepted, so a pod they refuse now would be
+            # refused in the trial too: judged first, before a trial copies the cycle's models
+            # (milliseconds each at 100,000 pods).
+            for pod_key, target in targets.items():
+                pod = self.view.snapshot.pods[pod_key]
+                refused = self.refusal(pod, candidate, target, worth)
+                if refused is not None:
+                    category, reason = refused
+                    return category, reason if pod_key == candidate.pod else f"{pod_key}: {reason}"
         trial = self if len(targets) == 1 and candidate.job is None else self.trial()
         if candidate.job is not None:  # all its pods go at once: each leaves room for others
             for pod_key in targets:

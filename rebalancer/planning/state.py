@@ -33,6 +33,9 @@ class RecentMove(BaseModel):
     entered: dict[str, str]
     at: float
     """Unix seconds."""
+    gain: float | None = None
+    """What the move was predicted to save (for a joint move, all of its pods together); None
+    in state written before it was kept."""
 
     def undone_by(self, location: dict[str, str], target: dict[str, str]) -> bool:
         """True if moving a pod from `location` to `target` takes it out of the domain this move
@@ -208,7 +211,9 @@ def remembered(move: Move, at: float) -> RecentMove:
     """The move as the state remembers it, from `at` (Unix seconds)."""
     assert move.workload is not None
     left = {name: move.origin[name] for name in move.destination if name in move.origin}
-    return RecentMove(workload=move.workload, left=left, entered=move.destination, at=at)
+    return RecentMove(
+        workload=move.workload, left=left, entered=move.destination, at=at, gain=move.gain
+    )
 
 
 def _by_gain(candidate: Candidate) -> float:
