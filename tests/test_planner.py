@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 
 from harness import builders as b
+from rebalancer.cluster.model import Snapshot
 from rebalancer.cluster.topology import Domain
 from rebalancer.config.resolved import PlanningRules
 from rebalancer.config.sections import Cooldown
@@ -843,6 +844,71 @@ def test_a_client_and_its_server_never_cross_in_one_cycle() -> None:
     assert refused and all(s.category == "cooldown" for s in refused)
 
 
+def _chain_objects() -> list[b.Obj]:
+    """A frontend pinned in zone b calls search, and each search pod calls the geo pod on its
+    node in zone a: search gains nothing alone (what it saves with the frontend it loses with
+    geo), and geo nothing at all, so only the two together pay."""
+    return [
+        *grid_nodes(),
+        *b.deployment_pods("frontend", ["node-b11"], mutate_pod=_opt_out),
+        *b.deployment_pods("search", ["node-a11", "node-a21"]),
+        *b.deployment_pods("geo", ["node-a11", "node-a21"]),
+    ]
+
+
+def _chain_rates(snapshot: Snapshot) -> dict[tuple[str, str], float]:
+    (frontend,) = pod_keys(snapshot, "frontend")
+    searches, geos = pod_keys(snapshot, "search"), pod_keys(snapshot, "geo")
+    rates = {(frontend, search): 10.0 for search in searches}
+    rates.update({(search, geo): 10.0 for search, geo in zip(searches, geos, strict=True)})
+    return rates
+
+
+def test_a_chain_moves_together_where_no_pod_of_it_pays_alone() -> None:
+    snapshot = snapshot_of(_chain_objects())
+    rates = _chain_rates(snapshot)
+    alone = make_policy(strategies=_split_peers(chain=1, chain_share=0.25))
+    plan, _view = plan_once(alone, snapshot, rates)
+    assert plan.moves == ()
+    chained = make_policy(
+        strategies=_split_peers(chain=2, chain_share=0.25), limits={"per_workload": 1}
+    )
+    plan, _view = plan_once(chained, snapshot, rates)
+    moved = {(m.workload, m.destination["zone"], m.node) for m in plan.moves}
+    # Each chain is a search pod and the geo pod on its node, moved into zone b together.
+    assert {workload for workload, _zone, _node in moved} == {
+        "Deployment/default/search",
+        "Deployment/default/geo",
+    }
+    assert {zone for _workload, zone, _node in moved} == {"b"}
+    assert len(plan.moves) == 2 and plan.moves[0].gain == plan.moves[1].gain
+    assert plan.moves[0].reason.startswith(f"chain of {plan.moves[0].pod}, ") or (
+        plan.moves[1].reason.startswith(f"chain of {plan.moves[1].pod}, ")
+    )
+    # Zone weight 10, rack 3: the frontend's 10 saves 10 x (10 - 3), the pair's own 10 now
+    # crosses a rack (3) where it shared a host (0): 70 - 30.
+    assert sum(m.gain for m in plan.moves) == pytest.approx(40.0)
+    assert plan.before.weighted_cost - plan.after.weighted_cost == pytest.approx(40.0)
+
+
+def test_a_chain_is_no_longer_than_its_args_allow_nor_proposed_without_room() -> None:
+    objects = [
+        *[node for node in grid_nodes() if not node["metadata"]["name"].startswith("node-b")],
+        b.node("node-b11", zone="b", rack="r1", cpu="1"),
+        *b.deployment_pods("frontend", ["node-b11"], mutate_pod=_opt_out),
+        *b.deployment_pods("search", ["node-a11", "node-a21"]),
+        *b.deployment_pods("geo", ["node-a11", "node-a21"]),
+    ]
+    snapshot = snapshot_of(objects)
+    policy = make_policy(strategies=_split_peers(chain=2, chain_share=0.25))
+    view = build_view(policy, snapshot, traffic_of(_chain_rates(snapshot)))
+    assert not [c for c in propose(policy, view) if c.companions]  # zone b has one full node
+    snapshot = snapshot_of(_chain_objects())
+    view = build_view(policy, snapshot, traffic_of(_chain_rates(snapshot)))
+    chains = [c for c in propose(policy, view) if c.companions]
+    assert chains and all(len(c.companions) == 1 for c in chains)
+
+
 def _undo_state(saved: float | None) -> PlannerState:
     """The server moved from zone a into b an hour ago, saving `saved`; the clients into a a
     minute ago, so they stay there."""
@@ -865,6 +931,7 @@ def test_undoing_a_remembered_move_must_save_twice_what_it_saved(
         cooldown={"per_workload_seconds": 600, "memory_seconds": 7200},
         persistence={"cycles": 1, "undo_cycles": 1},
         protections={"min_spread": {"domains": 1}},
+        strategies=[{"name": "split-peers", "args": {"level": "zone", "chain": 1}}],
     )
     plan, _view = plan_once(policy, snapshot_of(objects), chatty_rates(objects), _undo_state(saved))
     servers = [m for m in plan.moves if m.workload == "Deployment/default/server"]

@@ -10,6 +10,7 @@ it has terminated, while its replacement already counts where it will land.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -61,6 +62,30 @@ class Occupancy:
         self.by_namespace.setdefault(pod.namespace, {})[pod.key] = node_name
         if pod.required_anti_affinity:
             self.anti_affine.add(pod.key)
+
+    @contextmanager
+    def trial(self, pods: Iterable[Pod]) -> Iterator[None]:
+        """Reservations of these pods made within are taken back on leaving: room for a few pods
+        at once checked without copying every placement (4 ms a copy at 100,000 pods)."""
+        pods = list(pods)
+        requested = dict(self.requested)  # per node, small beside the placements
+        placed = {pod.key: self.placement.get(pod.key) for pod in pods}
+        anti_affine = {pod.key for pod in pods} & self.anti_affine
+        try:
+            yield
+        finally:
+            self.requested.clear()  # in place: a NodeOrder may hold this dict
+            self.requested.update(requested)
+            for pod in pods:
+                before = placed[pod.key]
+                in_namespace = self.by_namespace.setdefault(pod.namespace, {})
+                if before is None:
+                    self.placement.pop(pod.key, None)
+                    in_namespace.pop(pod.key, None)
+                else:
+                    self.placement[pod.key] = in_namespace[pod.key] = before
+                if pod.key not in anti_affine:
+                    self.anti_affine.discard(pod.key)
 
     def hold(self, requests: Resources, node_name: str) -> None:
         """Room taken on `node_name` by no pod the planner places: an evicted pod's, until it

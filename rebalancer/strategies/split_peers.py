@@ -9,10 +9,17 @@ a host too; the planner takes the best of a pod's candidates that fits.
 When that domain has no room for the pod, and the pod's own domain none for its heaviest peer
 there, neither can join the other: the two are proposed to move together into a third domain
 with room for both, as one joint move.
+
+A pod between two others (a search service called by the frontend and calling geo and rate)
+often cannot follow its traffic alone: what it gains with the frontend it loses with the services
+it leaves behind, and they cannot go first, as they gain nothing until it has. Such a chain is
+proposed as one joint move: the pod with the peers in its own domain that add most to the gain,
+one at a time, up to `chain` pods.
 """
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Sequence
 from itertools import groupby
 from typing import Annotated
@@ -31,6 +38,12 @@ PLUGIN_NAME = "split-peers"
 class SplitPeersArgs(StrategyArgs):
     min_share: Annotated[float, Field(gt=0, le=1)] = 0.5
     """Least share of a pod's traffic that must go to the target domain."""
+    chain: Annotated[int, Field(ge=1, le=8)] = 2
+    """The most pods moved together as one chain (see above); 1: every pod moves alone. A chain
+    is one joint move, and all of it counts against the limits: under the default ones (2 a
+    node, 3 a zone) a longer chain from one node or zone is never planned."""
+    chain_share: Annotated[float, Field(gt=0, le=1)] = 0.25
+    """Least share of a pod's traffic a domain must hold for the pod to lead a chain there."""
     down_to: str | None = None
     """A finer level than `level`, such as rack: also propose moves to domains down to it.
     Host targets fight kube-scheduler's default host spreading (maxSkew 3, ScheduleAnyway): in
@@ -49,6 +62,15 @@ class SplitPeersArgs(StrategyArgs):
         return []
 
 
+_CHAIN_LEADS = 128
+"""Pod and domain pairs, heaviest first, grown into chains per cycle: a cycle makes a few moves,
+and each chain costs a dozen gain evaluations over its members' peers, which at 100,000 pods
+cannot be spent on every pod."""
+_CHAIN_TRIES = 3
+"""Peers weighed at each step of a chain, those that talk most with it."""
+_TOLERANCE = 1e-9
+
+
 class SplitPeers:
     name = PLUGIN_NAME
 
@@ -61,11 +83,14 @@ class SplitPeers:
         finest = topology.level_index(self.args.down_to or self.args.level)
         holding = view.cost.heavy_domains(range(widest, finest + 1), self.args.min_share)
         holding.sort(key=lambda row: (row.pod, row.level, -row.weight, row.key))
-        return [
+        candidates = [
             candidate
             for (pod, level), rows in groupby(holding, key=lambda row: (row.pod, row.level))
             for candidate in self._at_level(view, pod, level, list(rows))
         ]
+        if self.args.chain > 1:
+            candidates += self._chains(view, range(widest, finest + 1))
+        return candidates
 
     def _at_level(
         self, view: ClusterView, pod: str, level: int, holding: list[HeavyDomain]
@@ -128,24 +153,112 @@ class SplitPeers:
                 best = (gain, third)
         return None if best is None else (peer, best[1], best[0])
 
+    def _chains(self, view: ClusterView, levels: range) -> list[Candidate]:
+        """A joint move for each of the heaviest pod and domain pairs whose chain gains more
+        than the pod alone."""
+        leads = view.cost.heavy_domains(
+            levels, self.args.chain_share, above_home=False, heaviest=_CHAIN_LEADS
+        )
+        leads.sort(key=lambda row: (-row.weight, row.pod, row.level, row.key))
+        candidates = []
+        for row in leads[:_CHAIN_LEADS]:
+            there = Domain(row.level, row.key)
+            chain = self._chain(view, row.pod, there, row.gain)
+            if chain is None:
+                continue
+            members, gain = chain
+            level_name = view.topology.levels[row.level].name
+            candidates.append(
+                Candidate(
+                    pod=row.pod,
+                    target=there,
+                    gain=gain,
+                    reason=f"chain of {', '.join([row.pod, *members])} moved together: "
+                    f"{row.share:.0%} of {row.pod}'s traffic goes to {level_name} "
+                    f"{there.name}, and apart they would cross",
+                    strategy=self.name,
+                    companions=tuple((member, there) for member in members),
+                )
+            )
+        return candidates
+
+    def _chain(
+        self, view: ClusterView, pod: str, there: Domain, alone: float
+    ) -> tuple[list[str], float] | None:
+        """The peers in the pod's own domain to move with it into `there`: at each step, of the
+        few that talk most with the chain so far, the one that adds most to the joint gain,
+        while one adds anything. None unless they gain more than the pod `alone` (and anything
+        at all) and `there` has room for all."""
+        cost, topology = view.cost, view.topology
+        depth = there.level + 1
+        locations = cost.locations
+        home = locations[pod][:depth]
+        inside = topology.location_within(there)
+        # What a pair at home saves once both are in `there`, beyond what each saves alone
+        # (which counts the pair as crossing to `there`), per unit of their traffic.
+        joined_back = 2 * topology.distance(inside, locations[pod]) - topology.distance(
+            inside, inside
+        )
+        members = [pod]
+        pull: dict[str, float] = {}  # peer at home -> its traffic with the chain
+        gain, joined = alone, pod
+        while len(members) < self.args.chain:
+            for peer, rate in cost.peers[joined].items():
+                if peer != pod and peer not in pull and locations[peer][:depth] == home:
+                    pull[peer] = 0.0
+                if peer in pull:
+                    pull[peer] += rate
+            tries = heapq.nlargest(
+                _CHAIN_TRIES, (peer for peer in pull if peer not in members), key=pull.__getitem__
+            )
+            added = [(self._added(view, peer, there, members, joined_back), peer) for peer in tries]
+            best = max(added, default=None)
+            if best is None or best[0] <= _TOLERANCE:
+                break
+            joined = best[1]
+            gain += best[0]
+            members.append(joined)
+        if len(members) < 2 or gain <= max(alone, 0.0) + _TOLERANCE:
+            return None
+        if not _room_for(view, [view.snapshot.pods[member] for member in members], there):
+            return None
+        return members[1:], cost.joint_gain(dict.fromkeys(members, there))
+
+    @staticmethod
+    def _added(
+        view: ClusterView, peer: str, there: Domain, members: list[str], joined_back: float
+    ) -> float:
+        """What moving `peer` into `there` with the chain adds to the chain's gain: its gain
+        alone, plus, for its traffic with the members, the crossing it no longer pays."""
+        cost, topology, locations = view.cost, view.topology, view.cost.locations
+        rates = cost.peers[peer]
+        return cost.gain(peer, there) + sum(
+            rates.get(member, 0.0)
+            * (joined_back - topology.distance(locations[peer], locations[member]))
+            for member in members
+        )
+
 
 def _room_for(view: ClusterView, movers: list[Pod], domain: Domain) -> bool:
     """Whether the domain's nodes would take all these pods at once, each on a node it fits, by
-    the scheduler's rules (soft spread counted as hard: proposing is no place to gamble)."""
-    occupancy = view.occupancy.copy() if len(movers) > 1 else view.occupancy
-    for index, mover in enumerate(movers):
-        node = first_fit(
-            mover,
-            view.topology.nodes_by_domain.get(domain, []),
-            view.snapshot.nodes,
-            occupancy,
-            True,
-            besides=mover.node_name,
+    the scheduler's rules (soft spread counted as hard: proposing is no place to gamble). The
+    view is left as the cluster is."""
+    occupancy = view.occupancy
+    nodes = view.topology.nodes_by_domain.get(domain, [])
+    if len(movers) == 1:
+        (mover,) = movers
+        return (
+            first_fit(mover, nodes, view.snapshot.nodes, occupancy, True, besides=mover.node_name)
+            is not None
         )
-        if node is None:
-            return False
-        if index < len(movers) - 1:
-            occupancy.reserve(mover, node)  # a copy: the view stays as the cluster is
+    with occupancy.trial(movers):
+        for mover in movers:
+            node = first_fit(
+                mover, nodes, view.snapshot.nodes, occupancy, True, besides=mover.node_name
+            )
+            if node is None:
+                return False
+            occupancy.reserve(mover, node)
     return True
 
 

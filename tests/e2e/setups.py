@@ -30,6 +30,7 @@ from rebalancer.clients.eviction import EvictionExecutor, Outcome
 from rebalancer.clients.hints import HintStore
 from rebalancer.clients.kube_api import list_raw, read_snapshot
 from rebalancer.clients.stores import ConfigMapState, FixedPolicy
+from rebalancer.cluster.topology import ZONE_LABEL
 from rebalancer.config.policy import parse_policy
 from rebalancer.controller.loop import Controller
 from rebalancer.controller.metrics import ControllerMetrics
@@ -79,6 +80,33 @@ def serving_webhook(
     finally:
         client.AdmissionregistrationV1Api(api).delete_mutating_webhook_configuration(configuration)
         server.stop()
+
+
+def steering_controller(
+    cluster: LocalCluster, prometheus_url: str, policy: str, namespace: str, webhook: WebhookServer
+) -> Controller:
+    """A controller with `policy` (text) whose hints `webhook` serves, its state in
+    `namespace`."""
+    api = cluster.api_client()
+    return Controller(
+        api=api,
+        snapshots=lambda: read_snapshot(api),
+        prometheus_url=prometheus_url,
+        policies=FixedPolicy(parse_policy(policy, "test policy")),
+        state=ConfigMapState(api, namespace, "state"),
+        metrics=ControllerMetrics(CollectorRegistry()),
+        recorder=EventRecorder(api, lambda: datetime.datetime.now(datetime.UTC)),
+        hints=webhook.hints,  # one store for the controller and its webhook, as in `rebalancer run`
+    )
+
+
+def zones_of(cluster: LocalCluster, namespace: str, app: str) -> dict[str, str]:
+    """Each Ready pod of `app`, by name, with its node's zone."""
+    nodes = {n: s.labels for n, s in read_snapshot(cluster.api_client()).nodes.items()}
+    return {
+        p["metadata"]["name"]: nodes[p["spec"]["nodeName"]][ZONE_LABEL]
+        for p in cluster.ready_pods(namespace, app)
+    }
 
 
 def acting_policy(namespace: str, *, predict_landing: bool = False) -> str:

@@ -1,5 +1,5 @@
 """Migrate mode on the real control plane: the webhook steers each replacement into the planned
-zone, through the stock kube-scheduler, and cross-zone traffic falls."""
+zone, through the stock kube-scheduler, and cross-zone traffic falls; a chain moves together."""
 
 from __future__ import annotations
 
@@ -26,27 +26,50 @@ from rebalancer.controller.loop import Controller
 from rebalancer.controller.metrics import ControllerMetrics
 from rebalancer.planning.landing import Hint, Landing
 from rebalancer.planning.state import PlannerState
-from rebalancer.simulator.scenario import PdbSpec, WorkloadSpec, workload_objects
+from rebalancer.simulator.scenario import PdbSpec, WorkloadSpec, parse_scenario, workload_objects
 from rebalancer.webhook.server import WebhookServer
 from tests.conftest import LIVE_POLICY_YAML, split_pair_scenario
-from tests.e2e.setups import serving_webhook
+from tests.e2e.setups import serving_webhook, steering_controller, zones_of
 
 pytestmark = pytest.mark.e2e
 
 NAMESPACE = "mig"
-POLICY = f"""
+
+
+def _policy(namespace: str) -> str:
+    return f"""
 mode: migrate
-scope: {{namespaces: {{include: [{NAMESPACE}]}}}}
+scope: {{namespaces: {{include: [{namespace}]}}}}
 persistence: {{cycles: 1}}
 cooldown: {{per_workload_seconds: 0}}
 thresholds: {{min_gain: 1, min_gain_ratio: 0}}
 """
+
+
+POLICY = _policy(NAMESPACE)
 WEBHOOK_CONFIG = "topology-rebalancer-test"
+CHAIN = "chain"
+CHAIN_SCENARIO = f"""
+name: chain-live
+workloads:
+  - {{name: frontend, namespace: {CHAIN}, replicas: 1, start_in: {{zone: zone-b}}}}
+  - {{name: search, namespace: {CHAIN}, replicas: 2, pdb: {{min_available: 1}},
+     start_in: {{zone: zone-a}}}}
+  - {{name: geo, namespace: {CHAIN}, replicas: 2, pdb: {{min_available: 1}},
+     start_in: {{zone: zone-a}}}}
+traffic:
+  - {{source: {CHAIN}/frontend, destination: {CHAIN}/search, routing: even, rate: 40}}
+  - {{source: {CHAIN}/search, destination: {CHAIN}/geo, routing: pinned, rate: 40}}
+"""
+# The frontend has one replica, so it is protected and stays in zone b. Each search pod sends
+# 20 to its geo pod and gets 20 from the frontend: alone it would trade one crossing for the
+# other, and geo's traffic all stays in its zone.
+CHAIN_POLICY = _policy(CHAIN) + "strategies: [{name: split-peers, args: {level: zone}}]\n"
 
 
 @pytest.fixture(scope="module")
 def webhook(cluster: LocalCluster) -> Iterator[WebhookServer]:
-    with serving_webhook(cluster, [NAMESPACE], WEBHOOK_CONFIG) as server:
+    with serving_webhook(cluster, [NAMESPACE, CHAIN], WEBHOOK_CONFIG) as server:
         yield server
 
 
@@ -59,34 +82,18 @@ def live(
         yield running
 
 
-def _zones(cluster: LocalCluster, app: str) -> dict[str, str]:
-    nodes = {n: s.labels for n, s in read_snapshot(cluster.api_client()).nodes.items()}
-    return {
-        p["metadata"]["name"]: nodes[p["spec"]["nodeName"]][ZONE_LABEL]
-        for p in cluster.ready_pods(NAMESPACE, app)
-    }
-
-
 def test_replacements_land_in_the_planned_zone(
     cluster: LocalCluster, webhook: WebhookServer, live: tuple[ClusterTraffic, PrometheusServer]
 ) -> None:
     truth, prometheus = live
-    api = cluster.api_client()
-    hints = webhook.hints  # one store for the controller and its webhook, as in `rebalancer run`
-    controller = Controller(
-        api=api,
-        snapshots=lambda: read_snapshot(api),
-        prometheus_url=prometheus.url,
-        policies=FixedPolicy(parse_policy(LIVE_POLICY_YAML + POLICY, "migrate policy")),
-        state=ConfigMapState(api, NAMESPACE, "state"),
-        metrics=ControllerMetrics(CollectorRegistry()),
-        recorder=EventRecorder(api, lambda: datetime.datetime.now(datetime.UTC)),
-        hints=hints,
+    hints = webhook.hints
+    controller = steering_controller(
+        cluster, prometheus.url, LIVE_POLICY_YAML + POLICY, NAMESPACE, webhook
     )
     before = truth.true_crossing()["zone"]
     landed = elsewhere = 0
     for _cycle in range(8):
-        zones_before = {app: _zones(cluster, app) for app in ("client", "server")}
+        zones_before = {app: zones_of(cluster, NAMESPACE, app) for app in ("client", "server")}
         report = controller.run_cycle()
         assert report.result == "ok", report.detail
         moves = [o.move for o in report.outcomes if o.result == "evicted"]
@@ -97,7 +104,11 @@ def test_replacements_land_in_the_planned_zone(
             cluster.wait_pdb(NAMESPACE, app, allowed=1)
         for move in moves:
             app = "client" if "/client-" in move.pod else "server"
-            new = {n: z for n, z in _zones(cluster, app).items() if n not in zones_before[app]}
+            new = {
+                n: z
+                for n, z in zones_of(cluster, NAMESPACE, app).items()
+                if n not in zones_before[app]
+            }
             if move.destination["zone"] in new.values():
                 landed += 1
             else:
@@ -199,3 +210,50 @@ def test_a_replacement_pending_past_a_required_hint_is_released_unless_in_dry_ru
         assert "Released" in reasons_on(stuck_name)
     apps.delete_namespaced_deployment(name, NAMESPACE)
     client.PolicyV1Api(api).delete_namespaced_pod_disruption_budget(name, NAMESPACE)
+
+
+@pytest.fixture(scope="module")
+def chain_live(
+    cluster: LocalCluster, webhook: WebhookServer, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[tuple[ClusterTraffic, PrometheusServer]]:
+    scenario = parse_scenario(CHAIN_SCENARIO, "chain-live")
+    with live_scenario(cluster, scenario, tmp_path_factory.mktemp("prometheus-chain")) as running:
+        yield running
+
+
+def test_a_chain_moves_together_into_its_caller_s_zone(
+    cluster: LocalCluster,
+    webhook: WebhookServer,
+    chain_live: tuple[ClusterTraffic, PrometheusServer],
+) -> None:
+    truth, prometheus = chain_live
+    controller = steering_controller(
+        cluster, prometheus.url, LIVE_POLICY_YAML + CHAIN_POLICY, CHAIN, webhook
+    )
+    before = truth.true_crossing()["zone"]
+    chains = 0
+    for _cycle in range(4):
+        report = controller.run_cycle()
+        assert report.result == "ok", report.detail
+        moves = [o.move for o in report.outcomes if o.result == "evicted"]
+        if not moves:
+            break
+        # A chain is one decision: its pods go in the same cycle, into the same zone.
+        assert {m.workload for m in moves} == {
+            f"Deployment/{CHAIN}/search",
+            f"Deployment/{CHAIN}/geo",
+        }
+        assert all(m.reason.startswith("chain of ") for m in moves)
+        assert {m.destination["zone"] for m in moves} == {"zone-b"}
+        chains += 1
+        for app in ("search", "geo"):
+            cluster.wait_ready(CHAIN, app, 2)
+            cluster.wait_pdb(CHAIN, app, allowed=1)
+        time.sleep(11)  # let the 10 s rate window fill with the replacements' traffic
+    after = truth.true_crossing()["zone"]
+    print(f"chain: cross-zone {before:.1f} -> {after:.1f} flows/s in {chains} chain(s)")
+    assert chains >= 1
+    assert set(zones_of(cluster, CHAIN, "frontend").values()) == {"zone-b"}
+    moved = sum(zone == "zone-b" for zone in zones_of(cluster, CHAIN, "search").values())
+    assert moved == chains
+    assert after < before
