@@ -44,7 +44,7 @@ _GAIN_TOLERANCE = 1e-9
 _UNDO_GAIN = 2.0
 """A move that undoes a remembered one must save this many times what that one saved. Moves
 picked greedily, each worth a little as the others left the cluster, otherwise trade a workload
-back and forth while the traffic stays as it was (see docs/controller.md)."""
+back and forth while the traffic stays as it was (see docs/design.md)."""
 INDEX_FAILURES = "batch.kubernetes.io/job-index-failure-count"
 """On a pod of a Job with backoffLimitPerIndex: how often its index has failed."""
 _MAX_BACKOFF_DOUBLINGS = 5
@@ -157,10 +157,11 @@ class _Cycle:
                 "never taken along by another's move out of where its workload was moved"
             )
         dearest = max(undone, key=lambda move: move.gain or 0.0, default=None)
-        if dearest is not None and dearest.gain is not None and gain <= _UNDO_GAIN * dearest.gain:
+        saved = gain / len(candidate.pods)  # each move of a joint one records its share
+        if dearest is not None and dearest.gain is not None and saved <= _UNDO_GAIN * dearest.gain:
             return "persistence", (
                 f"would undo its move into {'/'.join(dearest.entered.values())}, which saved "
-                f"{dearest.gain:.3g}, for less than twice that"
+                f"{dearest.gain:.3g}, for less than twice that ({saved:.3g})"
             )
         checks: tuple[tuple[SkipCategory, Callable[[], str | None]], ...] = (
             # A job's limits are checked once, for all its pods, in `attempt`.
