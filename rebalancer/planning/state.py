@@ -34,8 +34,8 @@ class RecentMove(BaseModel):
     at: float
     """Unix seconds."""
     gain: float | None = None
-    """What the move was predicted to save (for a joint move, all of its pods together); None
-    in state written before it was kept."""
+    """What the move was predicted to save (a move of a joint one: its share); None in state
+    written before it was kept."""
 
     def undone_by(self, location: dict[str, str], target: dict[str, str]) -> bool:
         """True if moving a pod from `location` to `target` takes it out of the domain this move
