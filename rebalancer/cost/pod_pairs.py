@@ -34,7 +34,7 @@ class PodCostModel(PodPricing):
     def __post_init__(self) -> None:
         self._split_weights = [level.weight for level in self.topology.levels] + [0.0]
         self._numbers: DomainNumbers | None = None
-        self._held: dict[int, tuple[Indices, Indices, Floats]] = {}
+        self._held_at: dict[int, tuple[Indices, Indices, Floats]] = {}
 
     def domain_ids(self) -> DomainNumbers:
         """`EdgeArrays.domain_ids` of where the pods are in this model now. Kept until a pod
@@ -146,7 +146,7 @@ class PodCostModel(PodPricing):
         above_home: bool,
         heaviest: int | None,
     ) -> list[HeavyDomain]:
-        held = self._held_at(numbers, level)
+        held = self._held(numbers, level)
         if held is None:
             return []
         arrays, of_pod = self.arrays, numbers.of_pod[level]
@@ -177,14 +177,12 @@ class PodCostModel(PodPricing):
             )
         ]
 
-    def _held_at(
-        self, numbers: DomainNumbers, level: int
-    ) -> tuple[Indices, Indices, Floats] | None:
+    def _held(self, numbers: DomainNumbers, level: int) -> tuple[Indices, Indices, Floats] | None:
         """Each pod's traffic to each domain at `level` where it has peers, as pod, domain and
         weight arrays; None when no peer's domain is known. Kept until a pod moves: split-peers
         asks twice per level, for its moves and its chains."""
-        if level in self._held:
-            return self._held[level]
+        if level in self._held_at:
+            return self._held_at[level]
         arrays, of_pod = self.arrays, numbers.of_pod[level]
         peer_domain = of_pod[arrays.target]
         known = peer_domain >= 0  # peers whose domain is unknown count only in the total
@@ -193,8 +191,8 @@ class PodCostModel(PodPricing):
         width = len(numbers.keys)
         found, position = unique_in_runs(arrays.source[known] * width + peer_domain[known])
         weight = group_sums(position, arrays.rate[known], len(found))
-        self._held[level] = (found // width, found % width, weight)
-        return self._held[level]
+        self._held_at[level] = (found // width, found % width, weight)
+        return self._held_at[level]
 
     def group_traffic(self, members: Collection[str]) -> tuple[float, float]:
         """From the members' rows of the arrays; each internal pair is met from both ends."""
@@ -235,7 +233,7 @@ class PodCostModel(PodPricing):
     def move(self, pod: str, target: Domain) -> None:
         self.locations[pod] = self.topology.location_within(target)
         self._numbers = None
-        self._held = {}
+        self._held_at = {}
         self.moved[pod] = target
         self.touched.add(pod)
         self.touched.update(self.arrays.peers_of(pod))
@@ -245,7 +243,7 @@ class PodCostModel(PodPricing):
             self.arrays, self.topology, dict(self.locations), dict(self.moved), set(self.touched)
         )
         copied._numbers = self._numbers  # of the same locations, and never changed in place
-        copied._held = self._held  # the same; a move gives a model a dict of its own
+        copied._held_at = self._held_at  # the same; a move gives a model a dict of its own
         return copied
 
     def figures(self, snapshot: Snapshot, price: Price) -> Figures:

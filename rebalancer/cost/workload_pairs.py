@@ -218,6 +218,7 @@ class WorkloadCostModel(PodPricing):
             if heaviest is not None:
                 heavy = heavy[np.argsort(-held.weight[heavy], kind="stable")]
             at_level: list[HeavyDomain] = []
+            weight_in: dict[int, dict[DomainKey, float]] = {}  # a workload's domains, once
             for workload, number, weight in zip(
                 held.workload[heavy].tolist(),
                 held.domain[heavy].tolist(),
@@ -227,11 +228,13 @@ class WorkloadCostModel(PodPricing):
                 wanted = None if heaviest is None else heaviest - len(at_level)
                 if wanted == 0:
                     break  # every row still to come holds no more than those found
+                if workload not in weight_in:
+                    weight_in[workload] = held.by_domain(workload)
                 at_level += self._heavy_for_pods(
                     workload,
                     level,
                     (held.keys[number], weight),
-                    held,
+                    weight_in[workload],
                     total=total[workload],
                     above_home=above_home,
                     most=wanted,
@@ -264,7 +267,7 @@ class WorkloadCostModel(PodPricing):
         workload: int,
         level: int,
         heavy: tuple[DomainKey, float],
-        held: HeldTraffic,
+        weight_in: Mapping[DomainKey, float],
         *,
         total: float,
         above_home: bool,
@@ -272,10 +275,10 @@ class WorkloadCostModel(PodPricing):
     ) -> list[HeavyDomain]:
         """The workload's pods for which the `heavy` domain, with the traffic it holds, is
         another than their own (and, with `above_home`, holds more than theirs); `most` of
-        them at most, as all hold the same traffic there."""
+        them at most, as all hold the same traffic there. `weight_in`: the traffic the workload
+        sends each domain."""
         key, weight = heavy
         within = self.workloads.rates[workload].get(workload, 0.0)
-        weight_in = held.by_domain(workload)
         found = []
         for pod in self.workloads.members[workload]:
             own = self.locations[pod][: level + 1]
