@@ -18,6 +18,7 @@ from rebalancer.planning.types import Plan
 from rebalancer.strategies.framework import Candidate, ClusterView
 from rebalancer.traffic.model import TrafficFailure
 from tests.conftest import (
+    all_pairs,
     chatty_objects,
     chatty_rates,
     grid_nodes,
@@ -517,6 +518,42 @@ def test_evict_mode_evicts_only_where_the_scheduler_would_land_the_replacement()
     )
     steered, _view = plan_once(make_policy(mode="migrate"), snapshot, rates)
     assert steered.moves
+
+
+def test_migrate_mode_moves_only_where_the_steered_replacement_would_land() -> None:
+    """A hint is one score among the scheduler's: a worker steered to the host of its four
+    siblings, which it would fill, loses there to spreading and least allocated, and its
+    replacement would go back to its own zone. Migrate mode does not move it, unless the hint
+    is required (it then lands surely) or the check is off."""
+    objects = [
+        *grid_nodes("a", racks=1),
+        *grid_nodes("b", racks=1),
+        *b.deployment_pods("worker", ["node-a11"] * 4 + ["node-b11"], cpu="1500m", memory="6Gi"),
+    ]
+    snapshot = snapshot_of(objects)
+    workers = pod_keys(snapshot, "worker")
+    rates = all_pairs(workers, workers, 10.0)
+
+    def planned(**migrate: bool) -> Plan:
+        policy = make_policy(
+            mode="migrate",
+            migrate=migrate,
+            protections={"min_spread": {"domains": 1}},
+            strategies=_split_peers(level="host"),
+        )
+        return plan_once(policy, snapshot, rates)[0]
+
+    steered = planned()
+    assert steered.moves == ()
+    assert [(s.category, s.reason) for s in steered.skipped] == [
+        (
+            "landing",
+            "its replacement, steered to a/r1/node-a11, would still land on node-b11, where "
+            "the scheduler scores highest with the hint among its scores",
+        )
+    ]
+    for settings in ({"required": True}, {"predict_landing": False}):
+        assert [m.node for m in planned(**settings).moves] == ["node-a11"]
 
 
 def _one_more_desired(obj: b.Obj) -> None:

@@ -65,7 +65,8 @@ class PlanningRules:
     steered: bool
     """Whether replacements are steered to their targets (migrate mode, or its dry run)."""
     predict_landing: bool = False
-    """Evict mode: evict only where the scheduler would land the replacement in the target."""
+    """Move only where the scheduler would land the replacement in the target (with the hint
+    among its scores when steered)."""
     surge: Surge | None = None
     """Set when Deployments are moved make-before-break: `migrate.method: surge`, in migrate
     mode or previewed in a dry run."""
@@ -83,7 +84,11 @@ class PlanningRules:
             price=price_of(policy, topology),
             jobs=policy.jobs,
             steered=policy.mode != "evict",
-            predict_landing=policy.mode == "evict" and policy.evict.predict_landing,
+            predict_landing=(
+                policy.evict.predict_landing
+                if policy.mode == "evict"
+                else policy.migrate.predict_landing and not policy.migrate.required
+            ),
             surge=(
                 policy.migrate.surge
                 if policy.migrate.method == "surge" and policy.mode != "evict"

@@ -442,6 +442,13 @@ class Migrate(Strict):
     """Required node affinity lands surely but can leave a pod Pending if the room is taken."""
     weight: Annotated[int, Field(ge=1, le=100)] = 100
     """Weight of the preferred node affinity term."""
+    predict_landing: bool = True
+    """Move a pod only where kube-scheduler's default profile, the hint's preferred affinity
+    among its scores, would put the replacement in the target: at least half of the nodes it
+    scores highest lie there. The hint is one score among several (spreading, least
+    allocated), and a target it loses is a miss: a disruption for nothing, then a backoff.
+    Moot with `required`. Turn it off where the scheduler scores otherwise, as
+    `evict.predict_landing`."""
 
 
 class Routing(Strict):

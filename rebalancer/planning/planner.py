@@ -21,7 +21,7 @@ from rebalancer.cluster.model import (
     SnapshotIndexes,
     WorkloadRef,
 )
-from rebalancer.cluster.scoring import best, scores
+from rebalancer.cluster.scoring import Steering, best, scores
 from rebalancer.cluster.topology import SHARED, Domain, Location, Topology
 from rebalancer.config.resolved import PlanningRules
 from rebalancer.cost.model import CostModel, Worth
@@ -375,23 +375,30 @@ class _Cycle:
         if isinstance(node, NoFit):
             return "no-fit", node.reason
         if self.rules.predict_landing:
-            elsewhere = self.landing_refusal(pod, target)
+            elsewhere = self.landing_refusal(pod, candidate, target)
             if elsewhere is not None:
                 return "landing", elsewhere
         return node
 
-    def landing_refusal(self, pod: Pod, target: Domain) -> str | None:
-        """Evict mode steers nothing: the replacement goes where the scheduler's default
-        profile scores highest. A pod is evicted only where at least half of those nodes lie
-        in the target; elsewhere the eviction is a disruption for nothing, or for worse. Its
-        own room counts as free: the conservative side, as a replacement then tends to go
-        back where it was (a pod's grace period may yet hold it)."""
+    def landing_refusal(self, pod: Pod, candidate: Candidate, target: Domain) -> str | None:
+        """The replacement goes where the scheduler's default profile scores highest: in evict
+        mode unsteered, in migrate mode with the hint's preferred affinity as one score among
+        the others. A pod is moved only where at least half of those nodes lie in the target;
+        elsewhere the move is a disruption for nothing, or for worse. An evicted pod's own room
+        counts as free: the conservative side, as a replacement then tends to go back where it
+        was (a pod's grace period may yet hold it). A surge keeps the old pod until the new one
+        is Ready, so its room stays taken."""
         occupancy = self.occupancy
-        here = occupancy.placement.get(pod.key)
+        here = None if self.surges(pod, candidate) else occupancy.placement.get(pod.key)
+        steering = (
+            Steering(target.node_labels(self.view.topology.levels), required=False)
+            if self.rules.steered
+            else None
+        )
         if here is not None:
             occupancy.release(pod)
         try:
-            scored = scores(pod, self.view.snapshot, occupancy, within={}, steering=None)
+            scored = scores(pod, self.view.snapshot, occupancy, within={}, steering=steering)
         finally:
             if here is not None:
                 occupancy.reserve(pod, here)
@@ -402,6 +409,11 @@ class _Cycle:
             return None
         outside = next((name for name in tied if name not in members), None)
         where = f"on {outside}" if outside is not None else "nowhere (no node would take it)"
+        if steering is not None:
+            return (
+                f"its replacement, steered to {target.name}, would still land {where}, where "
+                "the scheduler scores highest with the hint among its scores"
+            )
         return (
             f"evicted, its replacement would land {where}, outside {target.name}, where the "
             "scheduler scores highest (evict mode steers nothing)"
