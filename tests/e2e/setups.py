@@ -9,6 +9,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -20,7 +21,8 @@ from kubernetes import client
 from prometheus_client import CollectorRegistry
 
 from harness.cluster import LocalCluster
-from harness.live import live_scenario
+from harness.exporter import ClusterTraffic
+from harness.live import live_scenario, served_traffic
 from harness.process import free_port, wait_until
 from harness.prometheus import PrometheusServer
 from harness.scrape import scrape, total
@@ -28,14 +30,18 @@ from harness.webhook import webhook_configuration
 from rebalancer.clients.events import EventRecorder
 from rebalancer.clients.eviction import EvictionExecutor, Outcome
 from rebalancer.clients.hints import HintStore
+from rebalancer.clients.inputs import TrafficInput
 from rebalancer.clients.kube_api import list_raw, read_snapshot
+from rebalancer.clients.prometheus import PrometheusReader
 from rebalancer.clients.stores import ConfigMapState, FixedPolicy
 from rebalancer.cluster.topology import ZONE_LABEL
-from rebalancer.config.policy import parse_policy
+from rebalancer.config.policy import Policy, parse_policy
 from rebalancer.controller.loop import Controller
 from rebalancer.controller.metrics import ControllerMetrics
+from rebalancer.planning.cycle import plan_cycle
+from rebalancer.planning.state import PlannerState
 from rebalancer.planning.types import Move
-from rebalancer.simulator.scenario import Scenario
+from rebalancer.simulator.scenario import NodeSpec, Scenario
 from rebalancer.webhook.server import WebhookServer
 from rebalancer.webhook.serving_keys import shared_serving_keys
 from tests.conftest import LIVE_POLICY_YAML, split_pair_scenario
@@ -107,6 +113,57 @@ def zones_of(cluster: LocalCluster, namespace: str, app: str) -> dict[str, str]:
         p["metadata"]["name"]: nodes[p["spec"]["nodeName"]][ZONE_LABEL]
         for p in cluster.ready_pods(namespace, app)
     }
+
+
+def landing_skips(policy: Policy, cluster: LocalCluster, url: str) -> dict[str, str]:
+    """Pod -> why the plan skipped it for where its replacement would land, planned on what a
+    controller reads now."""
+    api = cluster.api_client()
+    snapshot = read_snapshot(api)
+    traffic = TrafficInput(policy.traffic, PrometheusReader(url, 10)).read(snapshot)
+    outcome = plan_cycle(policy, snapshot, traffic, PlannerState(), now=time.time())
+    assert outcome.plan is not None, outcome.failure
+    return {skip.pod: skip.reason for skip in outcome.plan.skipped if skip.category == "landing"}
+
+
+def tolerating(objects: list[dict[str, Any]], taint: dict[str, str]) -> list[dict[str, Any]]:
+    """The objects, their pod templates tolerating `taint`: a test's own tainted nodes."""
+    for obj in objects:
+        template = obj.get("spec", {}).get("template")
+        if template is not None:
+            template["spec"]["tolerations"] = [{**taint, "operator": "Equal"}]
+    return objects
+
+
+def namespace_pods(cluster: LocalCluster, namespace: str) -> list[dict[str, Any]]:
+    core = client.CoreV1Api(cluster.api_client())
+    return list_raw("Pod", lambda **kw: core.list_namespaced_pod(namespace, **kw))
+
+
+def node_zone(cluster: LocalCluster, node: str) -> str:
+    raw: Any = client.CoreV1Api(cluster.api_client()).read_node(node)
+    return str(raw.metadata.labels[ZONE_LABEL])
+
+
+@contextmanager
+def served_on_own_nodes(
+    cluster: LocalCluster, scenario: Scenario, nodes: list[NodeSpec], workdir: Path
+) -> Iterator[PrometheusServer]:
+    """A Prometheus serving the scenario's traffic, for a test whose pods, all in one namespace,
+    run on nodes of its own; afterwards the namespace and those nodes are deleted."""
+    (namespace,) = {workload.namespace for workload in scenario.workloads}
+    traffic = ClusterTraffic(scenario, cluster.api_client())
+    try:
+        with served_traffic(traffic.rates, [namespace], workdir) as server:
+            yield server
+    finally:
+        core = client.CoreV1Api(cluster.api_client())
+        core.delete_namespace(namespace)
+        wait_until(
+            lambda: not namespace_pods(cluster, namespace), 60, f"{namespace}'s pods to be gone"
+        )
+        for node in nodes:
+            core.delete_node(node.name)
 
 
 def acting_policy(namespace: str, *, predict_landing: bool = False) -> str:

@@ -8,28 +8,24 @@ real scheduler puts the replacement in the zone predicted."""
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
-from typing import Any
 
 import pytest
 from kubernetes import client
 from prometheus_client import CollectorRegistry
 
 from harness.cluster import LocalCluster
-from harness.exporter import ClusterTraffic
-from harness.live import served_traffic
 from harness.process import wait_until
 from harness.prometheus import PrometheusServer
-from rebalancer.clients.inputs import TrafficInput
-from rebalancer.clients.kube_api import list_raw, read_snapshot
-from rebalancer.clients.prometheus import PrometheusReader
-from rebalancer.cluster.topology import ZONE_LABEL
-from rebalancer.config.policy import Policy
-from rebalancer.planning.cycle import plan_cycle
-from rebalancer.planning.state import PlannerState
 from rebalancer.simulator.scenario import NodeSpec, node_object, parse_scenario, workload_objects
-from tests.e2e.setups import Setup
+from tests.e2e.setups import (
+    Setup,
+    landing_skips,
+    namespace_pods,
+    node_zone,
+    served_on_own_nodes,
+    tolerating,
+)
 
 pytestmark = pytest.mark.e2e
 
@@ -58,14 +54,6 @@ traffic:
 )
 
 
-def _tolerating(objects: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    for obj in objects:
-        template = obj.get("spec", {}).get("template")
-        if template is not None:
-            template["spec"]["tolerations"] = [{**TAINT, "operator": "Equal"}]
-    return objects
-
-
 @pytest.fixture(scope="module")
 def prometheus(
     cluster: LocalCluster, tmp_path_factory: pytest.TempPathFactory
@@ -74,39 +62,11 @@ def prometheus(
     cluster.ensure_namespace(NAMESPACE)
     for workload in SCENARIO.workloads:
         with cluster.only_schedulable(workload.start_in):
-            cluster.apply(_tolerating(workload_objects(workload)))
+            cluster.apply(tolerating(workload_objects(workload), TAINT))
             cluster.wait_ready(NAMESPACE, workload.name, workload.replicas, 90)
-    traffic = ClusterTraffic(SCENARIO, cluster.api_client())
     workdir = tmp_path_factory.mktemp("prometheus-landing")
-    try:
-        with served_traffic(traffic.rates, [NAMESPACE], workdir) as server:
-            yield server
-    finally:
-        core = client.CoreV1Api(cluster.api_client())
-        core.delete_namespace(NAMESPACE)
-        wait_until(lambda: not _pods(cluster), 60, "the landing test's pods to be gone")
-        for node in NODES:
-            core.delete_node(node.name)
-
-
-def _pods(cluster: LocalCluster) -> list[dict[str, Any]]:
-    core = client.CoreV1Api(cluster.api_client())
-    return list_raw("Pod", lambda **kw: core.list_namespaced_pod(NAMESPACE, **kw))
-
-
-def _zone(cluster: LocalCluster, node: str) -> str:
-    raw: Any = client.CoreV1Api(cluster.api_client()).read_node(node)
-    return str(raw.metadata.labels[ZONE_LABEL])
-
-
-def _skips(policy: Policy, cluster: LocalCluster, url: str) -> dict[str, str]:
-    """Pod -> why the plan skipped it, planned on what a controller reads now."""
-    api = cluster.api_client()
-    snapshot = read_snapshot(api)
-    traffic = TrafficInput(policy.traffic, PrometheusReader(url, 10)).read(snapshot)
-    outcome = plan_cycle(policy, snapshot, traffic, PlannerState(), now=time.time())
-    assert outcome.plan is not None, outcome.failure
-    return {skip.pod: skip.reason for skip in outcome.plan.skipped if skip.category == "landing"}
+    with served_on_own_nodes(cluster, SCENARIO, NODES, workdir) as server:
+        yield server
 
 
 def test_evict_mode_evicts_nothing_the_real_scheduler_would_land_elsewhere(
@@ -130,22 +90,22 @@ def test_evict_mode_evicts_nothing_the_real_scheduler_would_land_elsewhere(
         "topology_rebalancer_skipped_candidates_total", skipped_landing
     )
 
-    skipped = _skips(policy, cluster, prometheus.url)
+    skipped = landing_skips(policy, cluster, prometheus.url)
     clients = {k: v for k, v in skipped.items() if k.startswith(f"{NAMESPACE}/client")}
     assert clients, skipped
     pod, reason = sorted(clients.items())[0]
     predicted = reason.split(" land on ", 1)[1].split(",", 1)[0]
-    assert _zone(cluster, predicted) == "zone-z", reason
+    assert node_zone(cluster, predicted) == "zone-z", reason
 
     # Evicted all the same, the pod's replacement goes where the real scheduler puts it.
     core = client.CoreV1Api(api)
     name = pod.split("/", 1)[1]
-    before = {p["metadata"]["name"] for p in _pods(cluster)}
+    before = {p["metadata"]["name"] for p in namespace_pods(cluster, NAMESPACE)}
     eviction = client.V1Eviction(metadata=client.V1ObjectMeta(name=name, namespace=NAMESPACE))
     core.create_namespaced_pod_eviction(name, NAMESPACE, eviction)
 
     def replacement() -> str | None:
-        for p in _pods(cluster):
+        for p in namespace_pods(cluster, NAMESPACE):
             fresh = (
                 p["metadata"]["name"] not in before and p["metadata"]["labels"]["app"] == "client"
             )
@@ -155,4 +115,6 @@ def test_evict_mode_evicts_nothing_the_real_scheduler_would_land_elsewhere(
 
     wait_until(lambda: replacement() is not None, 60, "the client's replacement to be scheduled")
     landed = replacement()
-    assert landed is not None and _zone(cluster, landed) == _zone(cluster, predicted), landed
+    assert landed is not None and node_zone(cluster, landed) == node_zone(cluster, predicted), (
+        landed
+    )
