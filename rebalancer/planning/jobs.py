@@ -208,7 +208,9 @@ def _job_move(
     levels = sorted({target.level for c in proposed for target in c.targets.values()})
     honor_soft = rules.protections.honor_soft_spread
     topology = view.topology
-    options = [_search(view, movable, levels, honor_soft)]
+    # Searched down to each level in turn: a search's work spread over hosts too can stop
+    # short of where one over racks alone gets (a 16-rank ring on four racks does).
+    options = [_search(view, movable, levels[: n + 1], honor_soft) for n in range(len(levels))]
     # Each strategy's own proposals for the job, taken together, compete with the search: a
     # gang packed into fewest racks can gain more than the search reaches within its work.
     for strategy in sorted({c.strategy for c in proposed}):
