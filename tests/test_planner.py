@@ -765,6 +765,50 @@ def test_gang_by_namespace_packs_an_application_of_several_workloads() -> None:
     assert plan.candidates == 0  # the pods carry no job-name label
 
 
+def _thirds(crowded: tuple[str, ...] = ()) -> list[b.Obj]:
+    """A client in zone a, its three servers on three hosts of zone b (b11, b21, b22): zone b
+    holds all its traffic, rack b/r2 two thirds, no host more than a third. The `crowded`
+    hosts are left no room by their server."""
+
+    def node(name: str, zone: str, rack: str) -> b.Obj:
+        return b.node(name, zone=zone, rack=rack, cpu="1" if name in crowded else "8")
+
+    return [
+        node("node-a11", "a", "r1"),
+        node("node-b11", "b", "r1"),
+        node("node-b12", "b", "r1"),
+        node("node-b21", "b", "r2"),
+        node("node-b22", "b", "r2"),
+        *b.deployment_pods("client", ["node-a11"]),
+        *b.deployment_pods("server", ["node-b11", "node-b21", "node-b22"], cpu="800m"),
+    ]
+
+
+def test_a_move_is_narrowed_to_its_peers_host_within_the_domain_it_was_proposed_for() -> None:
+    """Proposed into zone b and rack b/r2, the client goes to a host of rack b/r2 that runs a
+    server, in one move; the move persists, and is ranked, as the rack move proposed."""
+    objects = _thirds()
+    singles = {"evict_single_replica": True}
+    policy = make_policy(strategies=_split_peers(down_to="host"), protections=singles)
+    plan, _view = plan_once(policy, snapshot_of(objects), chatty_rates(objects))
+    (move,) = plan.moves
+    assert move.target == Domain(2, ("b", "r2", "node-b21"))
+    assert move.reason == "67% of its traffic goes to rack b/r2"
+    assert plan.after.crossing["host"] == pytest.approx(20.0)  # with two of its three servers
+
+
+def test_a_narrowed_move_falls_back_to_the_domain_proposed_when_no_finer_one_has_room() -> None:
+    """Every host with a server is full, and so rack b/r2: the client goes into zone b, to the
+    one node with room."""
+    objects = _thirds(crowded=("node-b11", "node-b21", "node-b22"))
+    singles = {"evict_single_replica": True}
+    policy = make_policy(strategies=_split_peers(down_to="host"), protections=singles)
+    plan, _view = plan_once(policy, snapshot_of(objects), chatty_rates(objects))
+    (move,) = plan.moves
+    assert move.target == Domain(0, ("b",))
+    assert move.node == "node-b12"
+
+
 def _boxed_in_pair(**policy: Any) -> tuple[Plan, ClusterView]:
     """A client in zone a and its server in zone b, each on a node with no room for the other;
     zone c has room for both."""

@@ -128,7 +128,7 @@ def whole_jobs(
             merged = _job_move(view, key, movable, job_candidates, rules)
         if merged is None:  # the best proposal alone, for the plan to say why it stays
             leading = max(job_candidates, key=lambda c: (c.gain, c.pod))
-            merged = msgspec.structs.replace(leading, job=key)
+            merged = msgspec.structs.replace(leading, job=key, finest=None)
             if not held:
                 stays = "no set of moves of its pods that may move gains and fits"
                 jobs[key] = dataclasses.replace(jobs[key], stays=stays)

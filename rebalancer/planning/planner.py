@@ -28,6 +28,7 @@ from rebalancer.cost.model import CostModel, Worth
 from rebalancer.planning.budget import Budget, every_zone, zone_names
 from rebalancer.planning.jobs import Job, job_refusal
 from rebalancer.planning.landing import rank_of
+from rebalancer.planning.narrowing import narrower
 from rebalancer.planning.nodes import NodeOrder, NoFit
 from rebalancer.planning.prejudged import Prejudged
 from rebalancer.planning.protections import (
@@ -364,6 +365,17 @@ class _Cycle:
             self.adopt(trial)
         return moves
 
+    def attempt_narrowed(self, candidate: Candidate) -> list[Move] | None:
+        """The candidate's moves into the finer domain within its target where they save most
+        and every rule allows them (`narrower`); None: there is none, and the candidate is
+        tried as proposed."""
+        for inside in narrower(self.cost, self.view.topology, candidate):
+            narrowed = candidate.into(inside)
+            attempted = self.attempt(narrowed, self.cost.worth(narrowed.targets))
+            if not isinstance(attempted, tuple):
+                return attempted
+        return None
+
     def place(
         self, pod: Pod, candidate: Candidate, target: Domain, worth: Worth
     ) -> str | tuple[SkipCategory, str]:
@@ -657,7 +669,8 @@ def plan(
         if heap and worth.gain < -heap[0][0] - _GAIN_TOLERANCE:
             heapq.heappush(heap, (-worth.gain, index, candidate))  # outdated by earlier picks
             continue
-        attempted = cycle.attempt(candidate, worth)
+        narrowed = cycle.attempt_narrowed(candidate)
+        attempted = cycle.attempt(candidate, worth) if narrowed is None else narrowed
         if isinstance(attempted, tuple):
             skip(candidate, *attempted)
             continue

@@ -226,9 +226,12 @@ def streak_key(candidate: Candidate) -> str:
     move: a cycle observes tens of thousands of candidates."""
     if candidate.job is not None:
         return f"job {candidate.job}"
+    decided = candidate.decided
     if not candidate.companions:
-        return _move_key(candidate.pod, candidate.target)
-    return "+".join(_move_key(pod, target) for pod, target in sorted(candidate.targets.items()))
+        return _move_key(candidate.pod, decided or candidate.target)
+    return "+".join(
+        _move_key(pod, decided or target) for pod, target in sorted(candidate.targets.items())
+    )
 
 
 def _move_key(pod: str, target: Domain) -> str:

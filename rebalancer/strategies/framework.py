@@ -54,6 +54,27 @@ class Candidate(msgspec.Struct, frozen=True, gc=False):
     job: str | None = None
     """Set on the one candidate that moves a non-elastic job (planning/jobs.py): its moves
     count as one disruption, and the restart must pay (`jobs` in the policy)."""
+    finest: int | None = None
+    """The finest level, by index, the strategy places at, when finer than `target`'s: the
+    planner moves the pods into the domain at that level, within `target`, where their peers
+    save them most, when every rule allows it there, else into `target`. Worked out only for
+    the few candidates a cycle tries (a cycle proposes tens of thousands), on the model with
+    the cycle's earlier moves in it; the candidate is ranked, and persists, as the move into
+    `target`, since ranked by the finer gain a move into a peer's host would outrank the
+    wider moves that save more."""
+    decided: Domain | None = None
+    """Set on a candidate narrowed by the planner (`into`): the domain it was proposed for,
+    which it persists as."""
+
+    def into(self, inside: Domain) -> Candidate:
+        """The same pods, all into `inside`, a domain within `target`, as decided for it."""
+        return msgspec.structs.replace(
+            self,
+            target=inside,
+            companions=tuple((pod, inside) for pod, _target in self.companions),
+            finest=None,
+            decided=self.target,
+        )
 
     @property
     def targets(self) -> dict[str, Domain]:

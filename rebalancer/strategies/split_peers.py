@@ -4,7 +4,9 @@ This is the common microservice case: a client and its server split across zones
 pod moves to the domain that holds most of its traffic, if that is where at least `min_share` of it
 goes; the planner then checks that it fits and that the move is worth it. With `down_to`, the same
 judgement is made again at each finer level, so a pair already sharing a zone can share a rack or
-a host too; the planner takes the best of a pod's candidates that fits.
+a host too; the planner takes the best of a pod's candidates that fits, and sends a pod it moves
+into a wider domain on into the finer one within it where the pod's peers run, when that may
+take it (planning/narrowing.py), rather than moving it again later.
 
 When that domain has no room for the pod, and the pod's own domain none for its heaviest peer
 there, neither can join the other: the two are proposed to move together into a third domain
@@ -24,6 +26,7 @@ from collections.abc import Sequence
 from itertools import groupby
 from typing import Annotated
 
+import msgspec
 from pydantic import Field
 
 from rebalancer.cluster.fit import first_fit
@@ -90,6 +93,13 @@ class SplitPeers:
         ]
         if self.args.chain > 1:
             candidates += self._chains(view, range(widest, finest + 1))
+        if finest > widest:  # the planner narrows the wider moves it makes (Candidate.finest)
+            candidates = [
+                msgspec.structs.replace(candidate, finest=finest)
+                if candidate.target.level < finest
+                else candidate
+                for candidate in candidates
+            ]
         return candidates
 
     def _at_level(
