@@ -77,8 +77,9 @@ def test_evict_mode_leaves_a_pod_the_scheduler_would_send_elsewhere() -> None:
 )
 def test_the_built_in_policy_never_gives_back_what_it_gained(name: str) -> None:
     """Over twice the benchmark's cycles, migrate mode's cost never rises. With host-level
-    targets it did: at cycle 11 a trainer steered onto a crowded host was put in another zone by
-    the default spreading, and the gang stayed split."""
+    targets and no prediction of where a steered replacement lands it did: at cycle 11 a
+    trainer steered onto a crowded host was put in another zone by the default spreading, and
+    the gang stayed split."""
     scenario = load_scenario(SCENARIOS / f"{name}.yaml")
     policy = parse_policy(DEFAULT_POLICY, "built-in")
     costs = [

@@ -56,7 +56,7 @@ topology:
     - {name: rack, label: topology.kubernetes.io/rack, weight: 3}
     - {name: host, label: kubernetes.io/hostname, weight: 1}
 strategies:
-  - {name: split-peers, args: {level: zone, down_to: rack}}
+  - {name: split-peers, args: {level: zone, down_to: host}}
   - {name: gang-consolidation, args: {level: rack, group_by: namespace}}
 """
 """What `rebalancer simulate` plans with when no --policy is given."""

@@ -48,10 +48,11 @@ class SplitPeersArgs(StrategyArgs):
     chain_share: Annotated[float, Field(gt=0, le=1)] = 0.25
     """Least share of a pod's traffic a domain must hold for the pod to lead a chain there."""
     down_to: str | None = None
-    """A finer level than `level`, such as rack: also propose moves to domains down to it.
-    Host targets fight kube-scheduler's default host spreading (maxSkew 3, ScheduleAnyway): in
-    the simulator, replacements steered to a host that already holds several replicas were put
-    elsewhere, sometimes in another zone, so the built-in policies stop at rack. None: only
+    """A finer level than `level`, such as rack or host: also propose moves to domains down to
+    it. kube-scheduler's default host spreading (maxSkew 3, ScheduleAnyway) outweighs a hint to
+    a host that already holds several of the pod's replicas, so a host is targeted only where
+    the steered replacement would land there (`migrate.predict_landing`; without it, in the
+    simulator, such replacements went elsewhere, sometimes to another zone). None: only
     `level`."""
 
     def level_problems(self, names: Sequence[str]) -> list[str]:
