@@ -231,29 +231,32 @@ def test_a_chain_moves_together_into_its_caller_s_zone(
         cluster, prometheus.url, LIVE_POLICY_YAML + CHAIN_POLICY, CHAIN, webhook
     )
     before = truth.true_crossing()["zone"]
-    chains = 0
+    search, geo = f"Deployment/{CHAIN}/search", f"Deployment/{CHAIN}/geo"
+    cycles = searches = 0
     for _cycle in range(4):
         report = controller.run_cycle()
         assert report.result == "ok", report.detail
         moves = [o.move for o in report.outcomes if o.result == "evicted"]
         if not moves:
             break
-        # A chain is one decision: its pods go in the same cycle, into the same zone.
-        assert {m.workload for m in moves} == {
-            f"Deployment/{CHAIN}/search",
-            f"Deployment/{CHAIN}/geo",
-        }
-        assert all(m.reason.startswith("chain of ") for m in moves)
         assert {m.destination["zone"] for m in moves} == {"zone-b"}
-        chains += 1
+        assert {m.workload for m in moves} <= {search, geo}
+        if cycles == 0:
+            # A chain is one decision: its pods go in the same cycle, into the same zone. Later
+            # cycles may move single pods: a replacement takes a new name, and the exporter
+            # pairs pinned pods by name, so the search pod left may now call the moved geo.
+            assert {m.workload for m in moves} == {search, geo}
+            assert all(m.reason.startswith("chain of ") for m in moves)
+        cycles += 1
+        searches += sum(m.workload == search for m in moves)
         for app in ("search", "geo"):
             cluster.wait_ready(CHAIN, app, 2)
             cluster.wait_pdb(CHAIN, app, allowed=1)
         time.sleep(11)  # let the 10 s rate window fill with the replacements' traffic
     after = truth.true_crossing()["zone"]
-    print(f"chain: cross-zone {before:.1f} -> {after:.1f} flows/s in {chains} chain(s)")
-    assert chains >= 1
+    print(f"chain: cross-zone {before:.1f} -> {after:.1f} flows/s in {cycles} cycle(s)")
+    assert cycles >= 1
     assert set(zones_of(cluster, CHAIN, "frontend").values()) == {"zone-b"}
     moved = sum(zone == "zone-b" for zone in zones_of(cluster, CHAIN, "search").values())
-    assert moved == chains
+    assert moved == searches
     assert after < before
