@@ -16,6 +16,7 @@ from rebalancer.planning.planner import plan
 from rebalancer.planning.state import PlannerState, RecentMove, streak_key
 from rebalancer.planning.types import Plan
 from rebalancer.strategies.framework import Candidate, ClusterView
+from rebalancer.strategies.split_peers import SplitPeers, SplitPeersArgs
 from rebalancer.traffic.model import TrafficFailure
 from tests.conftest import (
     all_pairs,
@@ -765,6 +766,14 @@ def test_gang_by_namespace_packs_an_application_of_several_workloads() -> None:
     assert plan.candidates == 0  # the pods carry no job-name label
 
 
+def _planned_down_to_hosts(objects: list[b.Obj]) -> Plan:
+    """A plan of split-peers down to hosts, single replicas allowed to move."""
+    singles = {"evict_single_replica": True}
+    policy = make_policy(strategies=_split_peers(down_to="host"), protections=singles)
+    plan, _view = plan_once(policy, snapshot_of(objects), chatty_rates(objects))
+    return plan
+
+
 def _thirds(crowded: tuple[str, ...] = ()) -> list[b.Obj]:
     """A client in zone a, its three servers on three hosts of zone b (b11, b21, b22): zone b
     holds all its traffic, rack b/r2 two thirds, no host more than a third. The `crowded`
@@ -788,9 +797,7 @@ def test_a_move_is_narrowed_to_its_peers_host_within_the_domain_it_was_proposed_
     """Proposed into zone b and rack b/r2, the client goes to a host of rack b/r2 that runs a
     server, in one move; the move persists, and is ranked, as the rack move proposed."""
     objects = _thirds()
-    singles = {"evict_single_replica": True}
-    policy = make_policy(strategies=_split_peers(down_to="host"), protections=singles)
-    plan, _view = plan_once(policy, snapshot_of(objects), chatty_rates(objects))
+    plan = _planned_down_to_hosts(objects)
     (move,) = plan.moves
     assert move.target == Domain(2, ("b", "r2", "node-b21"))
     assert move.reason == "67% of its traffic goes to rack b/r2"
@@ -801,12 +808,48 @@ def test_a_narrowed_move_falls_back_to_the_domain_proposed_when_no_finer_one_has
     """Every host with a server is full, and so rack b/r2: the client goes into zone b, to the
     one node with room."""
     objects = _thirds(crowded=("node-b11", "node-b21", "node-b22"))
-    singles = {"evict_single_replica": True}
-    policy = make_policy(strategies=_split_peers(down_to="host"), protections=singles)
-    plan, _view = plan_once(policy, snapshot_of(objects), chatty_rates(objects))
+    plan = _planned_down_to_hosts(objects)
     (move,) = plan.moves
     assert move.target == Domain(0, ("b",))
     assert move.node == "node-b12"
+
+
+def _one_server_in_each_zone(*, more_in: str | None = None) -> list[b.Obj]:
+    """A client on node-a11 and one server, which stays, on each of node-a12, node-b11 and
+    node-c11: a third of its traffic in each zone, and all it has within its rack on host a12.
+    `more_in`: a second server on that node."""
+    servers = ["node-a12", "node-b11", "node-c11"] + ([more_in] if more_in else [])
+    return [
+        *(b.node(f"node-{z}1{n}", zone=z, rack="r1") for z in "abc" for n in "12"),
+        *b.deployment_pods("client", ["node-a11"]),
+        *b.deployment_pods("server", servers, mutate_pod=_opt_out),
+    ]
+
+
+def test_a_pod_joins_the_host_holding_what_it_sends_within_its_rack() -> None:
+    """No zone, rack or host holds half of the client's traffic, and none can: its servers are
+    spread over the zones. Within its rack, all it sends goes to node-a12, and only a move
+    there can gain: it moves there."""
+    objects = _one_server_in_each_zone()
+    plan = _planned_down_to_hosts(objects)
+    (move,) = plan.moves
+    assert move.target == Domain(2, ("a", "r1", "node-a12"))
+    assert move.reason == "100% of its traffic within rack a/r1 goes to host a/r1/node-a12"
+
+
+def test_a_pod_does_not_move_within_a_domain_another_holds_more_of_its_traffic_than() -> None:
+    """With two servers in zone b, the client belongs there: a move to node-a12 first would
+    be undone by the move to zone b. It is not proposed."""
+    objects = _one_server_in_each_zone(more_in="node-b12")
+    view = build_view(
+        make_policy(strategies=_split_peers(down_to="host")),
+        snapshot_of(objects),
+        traffic_of(chatty_rates(objects)),
+    )
+    args = SplitPeersArgs(level="zone", down_to="host")
+    targets = {c.target for c in SplitPeers(args).propose(view)}
+    assert Domain(2, ("a", "r1", "node-a12")) not in targets
+    assert Domain(0, ("b",)) in targets
 
 
 def _boxed_in_pair(**policy: Any) -> tuple[Plan, ClusterView]:

@@ -234,29 +234,39 @@ def test_the_array_tally_makes_the_sums_of_a_pair_by_pair_count(case: Case) -> N
 def test_split_peers_proposes_every_domain_that_holds_the_share_and_no_other(
     case: Case, min_share: float
 ) -> None:
-    """Against a direct sum over each pod's peers, at every level from zone down to host."""
+    """Against a direct sum over each pod's peers, at every level from zone down to host, the
+    share of a domain taken of the pod's traffic within the narrowest domain holding both, as
+    long as each domain down to it holds at least as much as any other at its level."""
     _plan, view = plan_once(case.policy, case.snapshot, case.rates)
     topology, cost = view.topology, view.cost
     args = SplitPeersArgs(level="zone", down_to="host", min_share=min_share)
     proposed = [c for c in SplitPeers(args).propose(view) if not c.companions]
     expected = []
     for pod in sorted(cost.peers):
+        total, sent = 0.0, defaultdict[Domain, float](float)
+        for peer, rate in cost.peers[pod].items():
+            total += rate
+            for level in range(len(topology.levels)):
+                there = topology.domain_of(cost.locations[peer], level)
+                if there is not None:
+                    sent[there] += rate
         for level in range(len(topology.levels)):
             here = topology.domain_of(cost.locations[pod], level)
             if here is None:
                 continue
-            total, by_domain = 0.0, defaultdict[Domain, float](float)
-            for peer, rate in cost.peers[pod].items():
-                total += rate
-                there = topology.domain_of(cost.locations[peer], level)
-                if there is not None:
-                    by_domain[there] += rate
-            local = by_domain.get(here, 0.0)
-            holding = [
-                (there, weight)
-                for there, weight in by_domain.items()
-                if there != here and weight / total >= min_share and weight > local
-            ]
+            holding = []
+            for there, weight in sent.items():
+                if there.level != level or there == here or weight <= sent.get(here, 0.0):
+                    continue
+                scope = total
+                for wider in range(first_split(here.key, there.key)):
+                    home = Domain(wider, here.key[: wider + 1])
+                    elsewhere = [w for d, w in sent.items() if d.level == wider and d != home]
+                    if sent.get(home, 0.0) < max(elsewhere, default=0.0):
+                        break
+                    scope = sent.get(home, 0.0)
+                if weight / scope >= min_share:
+                    holding.append((there, weight))
             for there, _weight in sorted(holding, key=lambda item: (-item[1], item[0].key)):
                 if cost.gain(pod, there) > 0:
                     expected.append((pod, there))

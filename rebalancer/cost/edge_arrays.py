@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from itertools import repeat
 from typing import Self, cast
 
@@ -23,6 +23,20 @@ class DomainNumbers:
     level down, as `first_split` reads a location."""
     keys: list[DomainKey]
     """Number -> the domain's key; its length tells the level."""
+
+    _holding: dict[int, Indices] = field(default_factory=dict, compare=False, repr=False)
+
+    def holding(self, level: int) -> Indices:
+        """Number -> the number of the domain at `level` holding it (itself at `level`); -1
+        for wider domains. Every prefix of a key is numbered too (see `domain_ids`)."""
+        if level not in self._holding:
+            numbered = {key: number for number, key in enumerate(self.keys)}
+            self._holding[level] = np.fromiter(
+                (numbered[key[: level + 1]] if len(key) > level else -1 for key in self.keys),
+                np.int64,
+                len(self.keys),
+            )
+        return self._holding[level]
 
 
 @dataclass(frozen=True)

@@ -36,9 +36,19 @@ class HeavyDomain(NamedTuple):
     weight: float
     """The pod's traffic to peers in the domain."""
     share: float
+    """Of the pod's traffic that a move there can change: that within the narrowest domain
+    holding both the pod and this one (`within`). A move inside its own rack changes only what
+    the pod sends within the rack, so a host holding most of that is worth proposing even when
+    the rest of the pod's traffic leaves the rack. Only within domains that hold at least as
+    much of its traffic as any other at their level, and whose wider ones do too: where another
+    holds more, the pod is likely to move out of it later, and a move inside it first would be
+    undone."""
     key: DomainKey
     gain: float
     """What moving the pod alone into the domain saves."""
+    within: int
+    """The level of that narrowest domain; -1 when there is none and the share is of all the
+    pod's traffic."""
 
 
 class CostModel(Protocol):
@@ -84,7 +94,8 @@ class CostModel(Protocol):
         heaviest: int | None = None,
     ) -> list[HeavyDomain]:
         """Every pod and domain at these levels holding at least `min_share` of the pod's
-        traffic, and (with `above_home`) more of it than the pod's own domain there; with
+        traffic (see `HeavyDomain.share`), and (with `above_home`) more of it than the pod's own
+        domain there; with
         `heaviest`, only that many at each level, those holding the most traffic."""
 
     def group_traffic(self, members: Collection[str]) -> tuple[float, float]:

@@ -35,6 +35,7 @@ class PodCostModel(PodPricing):
         self._split_weights = [level.weight for level in self.topology.levels] + [0.0]
         self._numbers: DomainNumbers | None = None
         self._held_at: dict[int, tuple[Indices, Indices, Floats]] = {}
+        self._home_at: dict[int, tuple[Floats, Floats]] = {}
 
     def domain_ids(self) -> DomainNumbers:
         """`EdgeArrays.domain_ids` of where the pods are in this model now. Kept until a pod
@@ -152,13 +153,19 @@ class PodCostModel(PodPricing):
         arrays, of_pod = self.arrays, numbers.of_pod[level]
         pod, domain, weight = held
         own = of_pod[pod]
-        at_home = domain == own
-        local = np.zeros(len(arrays.pods))
-        local[pod[at_home]] = weight[at_home]
-        share = weight / total[pod]
-        chosen = (own >= 0) & ~at_home & (share >= min_share)
+        scope, scope_level = total[pod], np.full(len(pod), -1)
+        narrowing = np.ones(len(pod), bool)
+        for wider in range(level):  # widest first, on while the pod stays where it belongs
+            home = numbers.of_pod[wider][pod]
+            local, most = self._home_traffic(numbers, wider)
+            narrowing &= (numbers.holding(wider)[domain] == home) & (home >= 0)
+            narrowing &= local[pod] >= most[pod]
+            scope = np.where(narrowing, local[pod], scope)
+            scope_level[narrowing] = wider
+        share = weight / scope
+        chosen = (own >= 0) & (domain != own) & (share >= min_share)
         if above_home:
-            chosen &= weight > local[pod]
+            chosen &= weight > self._home_traffic(numbers, level)[0][pod]
         if heaviest is not None and chosen.sum() > heaviest:
             found_rows = np.flatnonzero(chosen)
             kept = found_rows[np.argsort(-weight[found_rows], kind="stable")[:heaviest]]
@@ -166,16 +173,31 @@ class PodCostModel(PodPricing):
             chosen[kept] = True
         gain, _cost = self.gains_and_costs(numbers, pod[chosen], domain[chosen], level)
         return [
-            HeavyDomain(arrays.pods[p], level, w, s, numbers.keys[d], g)
-            for p, w, s, d, g in zip(
+            HeavyDomain(arrays.pods[p], level, w, s, numbers.keys[d], g, within)
+            for p, w, s, d, g, within in zip(
                 pod[chosen].tolist(),
                 weight[chosen].tolist(),
                 share[chosen].tolist(),
                 domain[chosen].tolist(),
                 gain.tolist(),
+                scope_level[chosen].tolist(),
                 strict=True,
             )
         ]
+
+    def _home_traffic(self, numbers: DomainNumbers, level: int) -> tuple[Floats, Floats]:
+        """Each pod's traffic to peers in its own domain at `level`, and the most it sends any
+        other domain there. Kept as `_held` is."""
+        if level not in self._home_at:
+            local, most = np.zeros(len(self.arrays.pods)), np.zeros(len(self.arrays.pods))
+            held = self._held(numbers, level)
+            if held is not None:
+                pod, domain, weight = held
+                at_home = domain == numbers.of_pod[level][pod]
+                local[pod[at_home]] = weight[at_home]
+                np.maximum.at(most, pod[~at_home], weight[~at_home])
+            self._home_at[level] = local, most
+        return self._home_at[level]
 
     def _held(self, numbers: DomainNumbers, level: int) -> tuple[Indices, Indices, Floats] | None:
         """Each pod's traffic to each domain at `level` where it has peers, as pod, domain and
@@ -233,7 +255,7 @@ class PodCostModel(PodPricing):
     def move(self, pod: str, target: Domain) -> None:
         self.locations[pod] = self.topology.location_within(target)
         self._numbers = None
-        self._held_at = {}
+        self._held_at, self._home_at = {}, {}
         self.moved[pod] = target
         self.touched.add(pod)
         self.touched.update(self.arrays.peers_of(pod))
@@ -244,6 +266,7 @@ class PodCostModel(PodPricing):
         )
         copied._numbers = self._numbers  # of the same locations, and never changed in place
         copied._held_at = self._held_at  # the same; a move gives a model a dict of its own
+        copied._home_at = self._home_at
         return copied
 
     def figures(self, snapshot: Snapshot, price: Price) -> Figures:

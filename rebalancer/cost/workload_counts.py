@@ -39,6 +39,18 @@ class HeldTraffic:
     weight: Floats
     keys: list[DomainKey]
 
+    def weights(self, workload: Indices, domain: Indices) -> Floats:
+        """The traffic each workload sends the domain numbered alongside it; 0 where it sends
+        it none or the number is -1. The rows are sorted by workload and domain, as `np.unique`
+        left them, so each is found by bisection."""
+        if not len(self.workload):
+            return np.zeros(len(workload))
+        width = len(self.keys) + 1
+        rows = self.workload * width + self.domain
+        wanted = workload * width + domain
+        at = np.minimum(np.searchsorted(rows, wanted), len(rows) - 1)
+        return np.where((rows[at] == wanted) & (domain >= 0), self.weight[at], 0.0)
+
     def by_domain(self, workload: int) -> dict[DomainKey, float]:
         """The workload's rows, as domain -> traffic."""
         start, end = np.searchsorted(self.workload, (workload, workload + 1)).tolist()

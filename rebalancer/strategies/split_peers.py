@@ -8,6 +8,13 @@ a host too; the planner takes the best of a pod's candidates that fits, and send
 into a wider domain on into the finer one within it where the pod's peers run, when that may
 take it (planning/narrowing.py), rather than moving it again later.
 
+A move within the pod's own zone changes only the traffic it has in that zone, so the share a
+rack or host there must hold is of that traffic (`HeavyDomain.share`): an API pod whose databases
+are spread over three zones on purpose sends no zone, rack or host half of its traffic, yet the
+host of the database in its own rack holds all it sends within the rack. That holds while the
+pod's zone (and rack) holds as much of its traffic as any other; where another holds more, the
+pod is likely to move there later, and a move within its own first would be undone.
+
 When that domain has no room for the pod, and the pod's own domain none for its heaviest peer
 there, neither can join the other: the two are proposed to move together into a third domain
 with room for both, as one joint move.
@@ -40,7 +47,8 @@ PLUGIN_NAME = "split-peers"
 
 class SplitPeersArgs(StrategyArgs):
     min_share: Annotated[float, Field(gt=0, le=1)] = 0.5
-    """Least share of a pod's traffic that must go to the target domain."""
+    """Least share of a pod's traffic that must go to the target domain: of the traffic it has
+    within the domain it shares with the target, when it belongs there (see above)."""
     chain: Annotated[int, Field(ge=1, le=8)] = 2
     """The most pods moved together as one chain (see above); 1: every pod moves alone. A chain
     is one joint move, and all of it counts against the limits: under the default ones (2 a
@@ -114,7 +122,7 @@ class SplitPeers:
             if row.gain <= 0:
                 continue
             there = Domain(level, row.key)
-            reason = f"{row.share:.0%} of its traffic goes to {level_name} {there.name}"
+            reason = f"{_share_of(view, row)} goes to {level_name} {there.name}"
             candidates.append(
                 Candidate(pod=pod, target=there, gain=row.gain, reason=reason, strategy=self.name)
             )
@@ -185,8 +193,8 @@ class SplitPeers:
                     target=there,
                     gain=gain,
                     reason=f"chain of {', '.join([row.pod, *members])} moved together: "
-                    f"{row.share:.0%} of {row.pod}'s traffic goes to {level_name} "
-                    f"{there.name}, and apart they would cross",
+                    f"{_share_of(view, row, row.pod)} goes to {level_name} {there.name}, "
+                    "and apart they would cross",
                     strategy=self.name,
                     companions=tuple((member, there) for member in members),
                 )
@@ -248,6 +256,20 @@ class SplitPeers:
             * (joined_back - topology.distance(locations[peer], locations[member]))
             for member in members
         )
+
+
+def _share_of(view: ClusterView, row: HeavyDomain, whose: str = "its") -> str:
+    """The share a reason names, with the domain it is of when that is not the whole cluster
+    (see `HeavyDomain.share`): a share within a rack would read as one of all the traffic."""
+    owner = whose if whose == "its" else f"{whose}'s"
+    if row.within < 0:
+        return f"{row.share:.0%} of {owner} traffic"
+    scope = view.topology.domain_of(view.cost.locations[row.pod], row.within)
+    assert scope is not None  # the pod shares it with the domain, so it is known
+    return (
+        f"{row.share:.0%} of {owner} traffic within {view.topology.levels[row.within].name} "
+        f"{scope.name}"
+    )
 
 
 def _room_for(view: ClusterView, movers: list[Pod], domain: Domain) -> bool:
