@@ -61,10 +61,13 @@ def _planned(
     namespace: str,
     tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
+    *,
+    policy_tail: str = "",
 ) -> dict[str, Any]:
     """`rebalancer plan --output json` for one namespace, which must succeed."""
     policy = tmp_path / "policy.yaml"
-    policy.write_text(LIVE_POLICY_YAML + f"scope: {{namespaces: {{include: [{namespace}]}}}}\n")
+    scope = f"scope: {{namespaces: {{include: [{namespace}]}}}}\n"
+    policy.write_text(LIVE_POLICY_YAML + scope + policy_tail)
     arguments = ["plan", "--policy", str(policy), "--kubeconfig", str(cluster.kubeconfig)]
     code = main([*arguments, "--prometheus", server.url, "--output", "json"])
     document: dict[str, Any] = json.loads(capsys.readouterr().out)
@@ -124,3 +127,41 @@ def test_a_live_plan_moves_mesh_pods_and_keeps_local_storage_and_daemonset_pods(
     reasons = {skip["pod"].split("-")[0]: skip["reason"] for skip in document["skipped"]}
     assert reasons["mesh/api"] == "local storage (volume spool)"
     assert reasons["mesh/agent"] == "daemonset pod"
+
+
+SPREAD_DATABASES = """
+name: spread-databases
+workloads:
+  - {name: db-a, namespace: orders, start_in: {host: node-a12}}
+  - {name: db-b, namespace: orders, start_in: {host: node-b12}}
+  - {name: db-c, namespace: orders, start_in: {host: node-c12}}
+  - {name: api, namespace: orders, replicas: 2, pdb: {min_available: 1},
+     start_in: {host: node-a11}}
+traffic:
+  - {source: orders/api, destination: orders/db-a, rate: 30}
+  - {source: orders/api, destination: orders/db-b, rate: 30}
+  - {source: orders/api, destination: orders/db-c, rate: 30}
+"""
+
+
+def test_a_live_plan_moves_a_pod_to_the_host_holding_what_it_sends_within_its_rack(
+    cluster: LocalCluster, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An API whose three databases (single replicas, which stay) sit one in each zone sends no
+    zone, rack or host half of its traffic. All it sends within its rack goes to node-a12,
+    where db-a runs: the plan moves it there, and says the share is of the rack's traffic."""
+    scenario = parse_scenario(SPREAD_DATABASES, "spread-databases")
+    hosts = "strategies: [{name: split-peers, args: {level: zone, down_to: host}}]\n"
+    try:
+        with live_scenario(cluster, scenario, tmp_path / "prometheus") as (_truth, server):
+            document = _planned(cluster, server, "orders", tmp_path, capsys, policy_tail=hosts)
+    finally:
+        client.CoreV1Api(cluster.api_client()).delete_namespace("orders")
+    assert document["moves"], document["skipped"]
+    for move in document["moves"]:
+        assert move["workload"] == "Deployment/orders/api"
+        assert (move["from"]["host"], move["to"]["host"]) == ("node-a11", "node-a12")
+        assert (
+            move["reason"] == "100% of its traffic within rack zone-a/rack-1 goes to host "
+            "zone-a/rack-1/node-a12"
+        )
