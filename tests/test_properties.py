@@ -15,14 +15,16 @@ from hypothesis import strategies as st
 from harness import builders as b
 from rebalancer.cluster.fit import Occupancy
 from rebalancer.cluster.model import Snapshot
+from rebalancer.cluster.scoring import SpreadWeights, Steering, best, scores, surely_inside
 from rebalancer.cluster.selectors import matches_label_selector
 from rebalancer.cluster.topology import Domain, first_split
 from rebalancer.config.policy import Policy
 from rebalancer.config.resolved import price_of
 from rebalancer.cost.figures import Figures, Tally
+from rebalancer.planning.cycle import build_view
 from rebalancer.planning.types import Plan
 from rebalancer.strategies.split_peers import SplitPeers, SplitPeersArgs
-from tests.conftest import make_policy, plan_once, pod_pairs_of, snapshot_of
+from tests.conftest import make_policy, plan_once, pod_pairs_of, snapshot_of, traffic_of
 
 NODES = [(f"node-{z}{r}", z, f"r{r}") for z in "abc" for r in (1, 2)]
 
@@ -273,3 +275,35 @@ def test_split_peers_proposes_every_domain_that_holds_the_share_and_no_other(
     assert [(c.pod, c.target) for c in proposed] == expected
     for candidate in proposed:
         assert candidate.gain == pytest.approx(cost.gain(candidate.pod, candidate.target))
+
+
+@st.composite
+def crowded(draw: st.DrawFn) -> Snapshot:
+    """One workload's pods, 0 to 12 of them a node, on nodes of 1 to 8 CPUs: nodes crowded
+    with siblings score low for spreading and least allocated, enough to beat the hint."""
+    objects: list[b.Obj] = []
+    placed: list[str] = []
+    for name, zone, rack in NODES:
+        cpu = draw(st.integers(1, 8))
+        objects.append(b.node(name, zone=zone, rack=rack, cpu=str(cpu)))
+        placed += [name] * min(draw(st.integers(0, 12)), cpu * 4)
+    return snapshot_of(objects + b.deployment_pods("app", placed or ["node-a1"], cpu="250m"))
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(snapshot=crowded())
+def test_a_target_surely_outscoring_the_rest_holds_every_best_node(snapshot: Snapshot) -> None:
+    """Whenever `surely_inside` says a steered replacement lands in the target without scoring
+    the rest of the cluster, scoring every node agrees: the best nodes are all in the target."""
+    occupancy = Occupancy.from_snapshot(snapshot)
+    topology = build_view(make_policy(), snapshot, traffic_of({})).topology
+    weights = SpreadWeights.of(snapshot)
+    for pod in snapshot.pods.values():
+        assert pod.node_name is not None
+        occupancy.release(pod)
+        for target, members in topology.nodes_by_domain.items():
+            steering = Steering(target.node_labels(topology.levels), required=False)
+            if surely_inside(pod, snapshot, occupancy, steering, members, weights=weights):
+                scored = scores(pod, snapshot, occupancy, within={}, steering=steering)
+                assert set(best(scored)) <= set(members)
+        occupancy.reserve(pod, pod.node_name)

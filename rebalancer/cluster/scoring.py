@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from rebalancer.cluster.fit import Occupancy, rejection
@@ -66,6 +66,65 @@ def scores(
     return found
 
 
+@dataclass(frozen=True)
+class SpreadWeights:
+    """The largest weights the spreading score can give a sibling in the node's zone and on the
+    node: those with every zone and node of the cluster feasible. Worked out once per plan, as
+    every node is read for them."""
+
+    zone: float
+    host: float
+
+    @classmethod
+    def of(cls, snapshot: Snapshot) -> SpreadWeights:
+        zones = {node.labels.get(ZONE_LABEL) for node in snapshot.nodes.values()}
+        return cls(math.log(len(zones) + 2), math.log(len(snapshot.nodes) + 2))
+
+
+def surely_inside(
+    pod: Pod,
+    snapshot: Snapshot,
+    occupancy: Occupancy,
+    steering: Steering,
+    inside: Iterable[str],
+    *,
+    weights: SpreadWeights,
+) -> bool:
+    """Whether a node of `inside`, all of which carry the steering's labels, is sure to score
+    higher than every node without them, as `scores` would score them. Then only those nodes
+    are among the best, and the rest of the cluster need not be scored: scored for each move,
+    every node of a large cluster made a long plan's time grow as moves times nodes.
+
+    A node without the labels scores at most 100 (least allocated) + 2 x 100 (spreading). One
+    with them scores 2 x 100 for the affinity, its exact least-allocated score, and for
+    spreading at least 100 x 6 / its raw value (the raw value is at least 6, the two default
+    skews less one, and at most the highest, by which the score is normalized), which is
+    bounded above with `weights`."""
+    per_zone, per_host = _siblings(pod, snapshot, occupancy)
+    floor = (_DEFAULT_ZONE_SKEW - 1) + (_DEFAULT_HOST_SKEW - 1)
+    outside_most = _LEAST_ALLOCATED * 100 + _SPREAD * 100
+    for name in inside:
+        node = snapshot.nodes[name]
+        if not steering.labels.items() <= node.labels.items():
+            continue
+        raw = (
+            per_zone[node.labels.get(ZONE_LABEL)] * weights.zone
+            + per_host[name] * weights.host
+            + floor
+        )
+        least = (
+            _LEAST_ALLOCATED * _least_allocated(pod, node, occupancy)
+            + _SPREAD * 100 * floor / raw
+            + _NODE_AFFINITY * 100
+        )
+        if (
+            least > outside_most
+            and rejection(pod, node, occupancy, honor_soft_spread=False) is None
+        ):
+            return True
+    return False
+
+
 def best(scored: Mapping[str, float]) -> list[str]:
     """The nodes of the highest score, sorted: the scheduler picks one of them at random."""
     if not scored:
@@ -93,12 +152,7 @@ def _spreading(
     skew 3; both ScheduleAnyway), normalized as kube-scheduler does: fewer pods of the same
     workload nearby scores higher, and the spread of scores is compressed."""
     zone_of = {name: node.labels.get(ZONE_LABEL) for name, node in snapshot.nodes.items()}
-    per_zone: Counter[str | None] = Counter()
-    per_host: Counter[str] = Counter()
-    for other, node_name in occupancy.placed_in([pod.namespace]):
-        if other.key != pod.key and other.workload == pod.workload:
-            per_host[node_name] += 1
-            per_zone[zone_of[node_name]] += 1
+    per_zone, per_host = _siblings(pod, snapshot, occupancy)
     zone_weight = math.log(len({zone_of[n.name] for n in feasible}) + 2)
     host_weight = math.log(len(feasible) + 2)
     raw = {
@@ -112,3 +166,16 @@ def _spreading(
     if highest == lowest:
         return dict.fromkeys(raw, 100.0)
     return {name: 100 * (highest + lowest - value) / highest for name, value in raw.items()}
+
+
+def _siblings(
+    pod: Pod, snapshot: Snapshot, occupancy: Occupancy
+) -> tuple[Counter[str | None], Counter[str]]:
+    """The other placed pods of the pod's workload, counted per zone and per node."""
+    per_zone: Counter[str | None] = Counter()
+    per_host: Counter[str] = Counter()
+    for other, node_name in occupancy.placed_in([pod.namespace]):
+        if other.key != pod.key and other.workload == pod.workload:
+            per_host[node_name] += 1
+            per_zone[snapshot.nodes[node_name].labels.get(ZONE_LABEL)] += 1
+    return per_zone, per_host

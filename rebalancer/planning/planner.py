@@ -21,7 +21,7 @@ from rebalancer.cluster.model import (
     SnapshotIndexes,
     WorkloadRef,
 )
-from rebalancer.cluster.scoring import Steering, best, scores
+from rebalancer.cluster.scoring import SpreadWeights, Steering, best, scores, surely_inside
 from rebalancer.cluster.topology import SHARED, Domain, Location, Topology
 from rebalancer.config.resolved import PlanningRules
 from rebalancer.cost.model import CostModel, Worth
@@ -73,6 +73,7 @@ class _Cycle:
     """The state's recent moves by workload: read for every candidate, so not scanned whole."""
     zone_names: Mapping[Location, str | None]
     """Of the candidates' pods' locations."""
+    spread_weights: SpreadWeights
     pdb_spent: Counter[str] = field(default_factory=Counter)
     failures_spent: Counter[WorkloadRef] = field(default_factory=Counter)
     """Evictions planned per Job: each is a failed pod against its backoffLimit."""
@@ -407,17 +408,23 @@ class _Cycle:
             if self.rules.steered
             else None
         )
+        inside = self.view.topology.nodes_by_domain.get(target, [])
+        snapshot = self.view.snapshot
         if here is not None:
             occupancy.release(pod)
         try:
-            scored = scores(pod, self.view.snapshot, occupancy, within={}, steering=steering)
+            if steering is not None and surely_inside(
+                pod, snapshot, occupancy, steering, inside, weights=self.spread_weights
+            ):
+                return None
+            scored = scores(pod, snapshot, occupancy, within={}, steering=steering)
         finally:
             if here is not None:
                 occupancy.reserve(pod, here)
         tied = best(scored)
-        members = set(self.view.topology.nodes_by_domain.get(target, ()))
-        inside = sum(name in members for name in tied)
-        if tied and 2 * inside >= len(tied):
+        members = set(inside)
+        landed_inside = sum(name in members for name in tied)
+        if tied and 2 * landed_inside >= len(tied):
             return None
         outside = next((name for name in tied if name not in members), None)
         where = f"on {outside}" if outside is not None else "nowhere (no node would take it)"
@@ -644,6 +651,7 @@ def plan(
         node_order=NodeOrder(topology, snapshot.nodes, occupancy),
         budget=Budget(rules.limits, every_zone(zones.values())),
         zone_names=zones,
+        spread_weights=SpreadWeights.of(snapshot),
         indexes=snapshot.indexes(),
         earlier_moves=_by_workload(state.recent_moves),
         surging=frozenset(record.workload for record in state.surges),
