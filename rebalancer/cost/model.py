@@ -95,8 +95,8 @@ class CostModel(Protocol):
     ) -> list[HeavyDomain]:
         """Every pod and domain at these levels holding at least `min_share` of the pod's
         traffic (see `HeavyDomain.share`), and (with `above_home`) more of it than the pod's own
-        domain there; with
-        `heaviest`, only that many at each level, those holding the most traffic."""
+        domain there; with `heaviest`, only that many at each level, those holding the most
+        traffic."""
 
     def group_traffic(self, members: Collection[str]) -> tuple[float, float]:
         """The traffic among these pods, each pair once, and between them and all others."""

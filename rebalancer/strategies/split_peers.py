@@ -8,13 +8,6 @@ a host too; the planner takes the best of a pod's candidates that fits, and send
 into a wider domain on into the finer one within it where the pod's peers run, when that may
 take it (planning/narrowing.py), rather than moving it again later.
 
-A move within the pod's own zone changes only the traffic it has in that zone, so the share a
-rack or host there must hold is of that traffic (`HeavyDomain.share`): an API pod whose databases
-are spread over three zones on purpose sends no zone, rack or host half of its traffic, yet the
-host of the database in its own rack holds all it sends within the rack. That holds while the
-pod's zone (and rack) holds as much of its traffic as any other; where another holds more, the
-pod is likely to move there later, and a move within its own first would be undone.
-
 When that domain has no room for the pod, and the pod's own domain none for its heaviest peer
 there, neither can join the other: the two are proposed to move together into a third domain
 with room for both, as one joint move.
@@ -24,6 +17,13 @@ often cannot follow its traffic alone: what it gains with the frontend it loses 
 it leaves behind, and they cannot go first, as they gain nothing until it has. Such a chain is
 proposed as one joint move: the pod with the peers in its own domain that add most to the gain,
 one at a time, up to `chain` pods.
+
+A move within the pod's own zone changes only the traffic it has in that zone, so the share a
+rack or host there must hold is of that traffic (`HeavyDomain.share`): an API pod whose databases
+are spread over three zones on purpose sends no zone, rack or host half of its traffic, yet the
+host of the database in its own rack holds all it sends within the rack. That holds while the
+pod's zone (and rack) holds as much of its traffic as any other; where another holds more, the
+pod is likely to move there later, and a move within its own first would be undone.
 """
 
 from __future__ import annotations
@@ -47,8 +47,9 @@ PLUGIN_NAME = "split-peers"
 
 class SplitPeersArgs(StrategyArgs):
     min_share: Annotated[float, Field(gt=0, le=1)] = 0.5
-    """Least share of a pod's traffic that must go to the target domain: of the traffic it has
-    within the domain it shares with the target, when it belongs there (see above)."""
+    """Least share of a pod's traffic that must go to the target domain. For a rack or host in
+    the pod's own zone (or rack), the share is of the traffic the pod has within that zone (or
+    rack), as long as no other zone (or rack) holds more of the pod's traffic."""
     chain: Annotated[int, Field(ge=1, le=8)] = 2
     """The most pods moved together as one chain (see above); 1: every pod moves alone. A chain
     is one joint move, and all of it counts against the limits: under the default ones (2 a
