@@ -521,6 +521,27 @@ def test_evict_mode_evicts_only_where_the_scheduler_would_land_the_replacement()
     assert steered.moves
 
 
+def test_evict_mode_does_not_evict_on_a_coin_flip() -> None:
+    """The server's replacement would score as high on zone a's two free nodes as on zone b's
+    two (its own room counted free), and the scheduler picks among its best at random: half a
+    chance to land in the target is not a move. The client's is worse (one node in four)."""
+    objects = [
+        *grid_nodes("a", racks=1, per_rack=3),
+        *grid_nodes("b", racks=1, per_rack=2),
+        *b.deployment_pods("client", ["node-a11"]),
+        *b.deployment_pods("server", ["node-b11"]),
+    ]
+    policy = make_policy(mode="evict", protections={"evict_single_replica": True})
+    plan, _view = plan_once(policy, snapshot_of(objects), chatty_rates(objects))
+    assert plan.moves == ()
+    assert sorted(s.reason for s in plan.skipped if s.category == "landing") == [
+        "evicted, its replacement would land in a at best by a coin flip: 2 of the 4 nodes the "
+        "scheduler scores highest lie there, node-b11 among the rest",
+        "evicted, its replacement would land in b at best by a coin flip: 1 of the 4 nodes the "
+        "scheduler scores highest lie there, node-a11 among the rest",
+    ]
+
+
 def test_migrate_mode_moves_only_where_the_steered_replacement_would_land() -> None:
     """A hint is one score among the scheduler's: a worker steered to the host of its four
     siblings, which it would fill, loses there to spreading and least allocated, and its

@@ -17,7 +17,7 @@ from rebalancer.cluster.model import Pod
 from rebalancer.cluster.scoring import Steering
 from rebalancer.cluster.topology import ZONE_LABEL, Domain
 from rebalancer.config.policy import Policy, load_policy, parse_policy
-from rebalancer.config.sections import Persistence
+from rebalancer.config.sections import Evict, Persistence
 from rebalancer.planning.cycle import topology_of
 from rebalancer.planning.state import remembered
 from rebalancer.planning.types import Move
@@ -421,11 +421,15 @@ def test_traffic_that_alternates_every_few_cycles_moves_nothing_back(
     the built-in policy: moves persist now, and are made, but no workload is moved back into a
     domain it left, at any distance in time. With `persistence.undo_cycles` at 3 (the memory
     only as long as the cooldown), alternating-partners' api goes back with every turn (19
-    moves in 40 cycles, 14 of them back into a zone it had left)."""
+    moves in 40 cycles, 14 of them back into a zone it had left). In these two-zone clusters an
+    unsteered replacement lands in its target on a coin flip at best, which evict mode does not
+    take: there the landing check is off, so evictions are made, misses among them."""
     scenario = load_scenario(ROOT / "examples" / "faults" / f"{name}.yaml")
     phases = tuple(scenario.traffic_phases[index] for index in order)
     phased = scenario.model_copy(update={"traffic_phases": phases, "phase_cycles": phase_cycles})
     builtin = parse_policy(DEFAULT_POLICY, "built-in policy")
+    if mode == "evict":
+        builtin = builtin.model_copy(update={"evict": Evict(predict_landing=False)})
     result = simulate(phased, builtin, cycles=40, mode=mode, seed=0)
     assert result.moves
     assert returning_moves([(remembered(move, at), move.origin) for move, at in result.moves]) == []

@@ -418,7 +418,7 @@ class Evict(Strict):
 
     predict_landing: bool = True
     """Evict a pod only where kube-scheduler's default profile would put its replacement in the
-    target: at least half of the nodes it scores highest lie there (least allocated, the
+    target: more than half of the nodes it scores highest lie there (least allocated, the
     default zone and host spreading, the pod's own rules). Elsewhere the eviction is a
     disruption for nothing, or for worse. Turn it off where the scheduler scores otherwise (a
     profile of your own, MostAllocated, another scheduler): moves are then judged only by where
@@ -444,7 +444,7 @@ class Migrate(Strict):
     """Weight of the preferred node affinity term."""
     predict_landing: bool = True
     """Move a pod only where kube-scheduler's default profile, the hint's preferred affinity
-    among its scores, would put the replacement in the target: at least half of the nodes it
+    among its scores, would put the replacement in the target: more than half of the nodes it
     scores highest lie there. The hint is one score among several (spreading, least
     allocated), and a target it loses is a miss: a disruption for nothing, then a backoff.
     Moot with `required`. Turn it off where the scheduler scores otherwise, as

@@ -396,11 +396,12 @@ class _Cycle:
     def landing_refusal(self, pod: Pod, candidate: Candidate, target: Domain) -> str | None:
         """The replacement goes where the scheduler's default profile scores highest: in evict
         mode unsteered, in migrate mode with the hint's preferred affinity as one score among
-        the others. A pod is moved only where at least half of those nodes lie in the target;
-        elsewhere the move is a disruption for nothing, or for worse. An evicted pod's own room
-        counts as free: the conservative side, as a replacement then tends to go back where it
-        was (a pod's grace period may yet hold it). A surge keeps the old pod until the new one
-        is Ready, so its room stays taken."""
+        the others, picking one of the best at random. A pod is moved only where more than half
+        of those nodes lie in the target: elsewhere, or on a coin flip, the move is a disruption
+        for nothing, or for worse. An evicted pod's own room counts as free: the conservative
+        side, as a replacement then tends to go back where it was (a pod's grace period may yet
+        hold it). A surge keeps the old pod until the new one is Ready, so its room stays
+        taken."""
         occupancy = self.occupancy
         here = None if self.surges(pod, candidate) else occupancy.placement.get(pod.key)
         steering = (
@@ -424,9 +425,24 @@ class _Cycle:
         tied = best(scored)
         members = set(inside)
         landed_inside = sum(name in members for name in tied)
-        if tied and 2 * landed_inside >= len(tied):
+        if tied and 2 * landed_inside > len(tied):
             return None
         outside = next((name for name in tied if name not in members), None)
+        if landed_inside:
+            hinted = " with the hint" if steering is not None else ""
+            odds = (
+                f"{landed_inside} of the {len(tied)} nodes the scheduler scores highest{hinted} "
+                f"lie there, {outside} among the rest"
+            )
+            if steering is not None:
+                return (
+                    f"its replacement, steered to {target.name}, would land there at best by "
+                    f"a coin flip: {odds}"
+                )
+            return (
+                f"evicted, its replacement would land in {target.name} at best by a coin "
+                f"flip: {odds}"
+            )
         where = f"on {outside}" if outside is not None else "nowhere (no node would take it)"
         if steering is not None:
             return (
