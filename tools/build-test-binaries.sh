@@ -57,8 +57,8 @@ if [[ ! -f "$bin/stages.yaml" ]]; then
         pod/fast/pod-ready.yaml pod/fast/pod-delete.yaml; do
         printf -- '---\n'
         cat "$stages/$file"
-    done >"$bin/stages.yaml.partial"
-    mv "$bin/stages.yaml.partial" "$bin/stages.yaml"
+    done >"$bin/stages.yaml.partial.$$"
+    mv "$bin/stages.yaml.partial.$$" "$bin/stages.yaml"
 fi
 # CRDs that deploy/ uses, so it can be applied to the test API server: the Prometheus Operator's
 # ServiceMonitor and PrometheusRule, and cert-manager's Issuer and Certificate. Both projects ship
@@ -79,11 +79,14 @@ fetch_crds() {
     say "fetching CRDs from $module"
     local source_dir
     source_dir=$(cd "$here/kube" && go mod download -json "$module" | sed -n 's/^\t"Dir": "\(.*\)",$/\1/p')
-    mkdir -p "$target.partial"
+    # Per process, as the binaries: another build may be fetching the same CRDs. Whichever
+    # renames first wins; the other's copy, identical, is dropped.
+    local partial="$target.partial.$$"
+    mkdir -p "$partial"
     for file in "$@"; do
-        cp "$source_dir/$directory/$file" "$target.partial/"
+        cp "$source_dir/$directory/$file" "$partial/"
     done
-    mv "$target.partial" "$target"
+    mv -T "$partial" "$target" 2>/dev/null || { rm -rf "$partial"; [[ -d "$target" ]]; }
 }
 fetch_crds github.com/prometheus-operator/prometheus-operator@v0.89.0 example/prometheus-operator-crd \
     monitoring.coreos.com_servicemonitors.yaml monitoring.coreos.com_prometheusrules.yaml

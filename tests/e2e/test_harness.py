@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.cluster import local_cluster
+from harness.cluster import BUILD_SCRIPT, build_binaries, local_cluster
 
 pytestmark = pytest.mark.e2e
 
@@ -180,3 +180,38 @@ def test_a_signal_stops_everything_an_entry_point_started(
     assert not [pid for pid in seen if _running(pid)], (tmp_path / "output.log").read_text()[-2000:]
     assert len(seen) >= started
     assert code != 0
+
+
+def test_builds_at_once_share_the_cache(tmp_path: Path) -> None:
+    """`make test` and `make demo` (or a CI clone beside a checkout) may build at once: each
+    fetches the CRDs into a name of its own and the first to finish wins, where a shared
+    partial name made the later ones fail (`mv: cannot stat ...partial`). The binaries, already
+    built, are linked in; three builds at once fetch the CRDs and kwok's stages."""
+    built = build_binaries()
+    bin_dir = tmp_path / "bin" / built.name
+    bin_dir.mkdir(parents=True)
+    linked = {p.name for p in built.iterdir() if p.is_file() and os.access(p, os.X_OK)}
+    for name in linked:
+        (bin_dir / name).symlink_to(built / name)
+    environment = {**os.environ, "TOPOLOGY_REBALANCER_CACHE": str(tmp_path)}
+    environment.pop("TOPOLOGY_REBALANCER_BIN", None)
+    builds = [
+        subprocess.Popen(
+            ["bash", str(BUILD_SCRIPT)],
+            env=environment,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(3)
+    ]
+    outcomes = [build.communicate(timeout=600) for build in builds]
+    assert [build.returncode for build in builds] == [0, 0, 0], [err for _out, err in outcomes]
+    assert {out.strip().splitlines()[-1] for out, _err in outcomes} == {str(bin_dir)}
+    fetched = sorted(p.name for p in bin_dir.iterdir() if p.name not in linked)
+    assert fetched == sorted(p.name for p in built.iterdir() if p.name not in linked)
+    for name in fetched:
+        if (built / name).is_dir():
+            assert sorted(p.name for p in (bin_dir / name).iterdir()) == sorted(
+                p.name for p in (built / name).iterdir()
+            )
