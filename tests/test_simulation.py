@@ -21,7 +21,7 @@ from rebalancer.config.sections import Evict, Persistence
 from rebalancer.planning.cycle import topology_of
 from rebalancer.planning.state import remembered
 from rebalancer.planning.types import Move
-from rebalancer.simulator import optimum
+from rebalancer.simulator import bound, optimum
 from rebalancer.simulator.bound import lower_bound
 from rebalancer.simulator.cluster import SimulatedCluster
 from rebalancer.simulator.optimum import Rules, solve
@@ -451,6 +451,52 @@ def test_the_domain_bound_never_exceeds_the_exact_optimum(name: str) -> None:
         assert exact is not None and bound is not None
         assert bound <= exact.weighted_cost + 1e-6
         assert bound == pytest.approx(exact.weighted_cost, rel=1e-6)
+
+
+TWO_TENANTS = """
+name: two-tenants
+nodes:
+  - {name: a, zone: zone-a, rack: rack-1, cpu: "2", memory: 4Gi}
+  - {name: b, zone: zone-b, rack: rack-1, cpu: "ROOM", memory: 4Gi}
+  - {name: c, zone: zone-c, rack: rack-1, cpu: "ROOM", memory: 4Gi}
+  - {name: d, zone: zone-b, rack: rack-2, cpu: "1", memory: 4Gi}
+  - {name: e, zone: zone-c, rack: rack-2, cpu: "1", memory: 4Gi}
+workloads:
+  - {name: client, namespace: z, cpu: "1", memory: 512Mi, start_in: {host: d}}
+  - {name: server, namespace: z, cpu: "1", memory: 512Mi, start_in: {host: e}}
+  - {name: client, namespace: x, cpu: "1", memory: 512Mi}
+  - {name: server, namespace: x, cpu: "1", memory: 512Mi}
+  - {name: client, namespace: y, cpu: "1", memory: 512Mi}
+  - {name: server, namespace: y, cpu: "1", memory: 512Mi}
+traffic:
+  - {source: x/client, destination: x/server, rate: 10}
+  - {source: y/client, destination: y/server, rate: 10}
+  - {source: z/client, destination: z/server, rate: 5}
+"""
+
+
+@pytest.mark.parametrize(("room", "shared"), [("1", True), ("2", False)])
+def test_a_large_cluster_is_bounded_part_by_part_and_stays_a_bound(
+    room: str, shared: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Past a size, tenants that share no traffic are bounded apart, each given all the free
+    room: still a bound, and the same one unless they compete for room. Here node a alone holds
+    two pods when b and c hold one, so only one tenant can be together; a third, whose pods
+    stay in two zones, is a part of constants."""
+    scenario = parse_scenario(TWO_TENANTS.replace("ROOM", room), "two-tenants")
+    cluster = SimulatedCluster(scenario, Scheduler(0))
+    topology = topology_of(DEMO_POLICY, cluster.snapshot)
+    rates = cluster.traffic().rates
+    rules = Rules(fixed=frozenset(key for key in cluster.snapshot.pods if key.startswith("z/")))
+    exact = solve(cluster.snapshot, topology, rates, scenario, rules)
+    whole = lower_bound(cluster.snapshot, topology, rates, rules)
+    monkeypatch.setattr(bound, "MAX_WHOLE_COUNTS", 0)
+    parts = lower_bound(cluster.snapshot, topology, rates, rules)
+    assert exact is not None and whole is not None and parts is not None
+    assert whole == pytest.approx(exact.weighted_cost)
+    fixed = 5.0 * topology.levels[0].weight  # z crosses zones
+    assert (exact.weighted_cost > fixed) is shared
+    assert parts == pytest.approx(fixed)
 
 
 def test_the_bound_holds_the_floor_of_a_workload_whose_pods_all_stay() -> None:

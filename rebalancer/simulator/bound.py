@@ -11,6 +11,11 @@ charged as if split wherever the counted level is, which only lowers the bound f
 
 The solver stops after a number of branch-and-bound nodes, not seconds, and its dual bound is
 used when it stops early, so the figure does not depend on the machine's load.
+
+A large cluster is bounded part by part: pods that no traffic or workload ties together are
+solved apart, each part given every domain's whole free room, and the parts' bounds summed. Only
+the sharing of room between parts is relaxed, so the sum is still a bound; one program over
+thousands of pods is not solved in hours, while the parts of a cluster of tenants are small.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import highspy
+import networkx as nx
 
 from rebalancer.cluster.fit import admits
 from rebalancer.cluster.model import Resources, Snapshot
@@ -32,6 +38,8 @@ MAX_DOMAINS = 256
 """The finest level with at most this many domains is the one pods are counted at."""
 MAX_BRANCH_NODES = 2000
 """Work limit of the solver; past it the proven dual bound is taken."""
+MAX_WHOLE_COUNTS = 4000
+"""Past this many (class, counted domain) counts in one program, the parts are bounded apart."""
 MAX_EXACT_CLASS = 32
 """Up to this many pods, what a class keeps inside a domain is bounded by a choice of its count
 (n (n - 1) / 2 pairs at most); larger classes by n x each pod's share, which needs no binaries."""
@@ -72,21 +80,53 @@ def lower_bound(
     rules: Rules,
 ) -> float | None:
     """A cost no placement the planner may reach goes below; None if HiGHS proves nothing."""
-    program = _Bound(snapshot, topology, rules)
-    program.add_classes()
-    try:
-        program.add_capacity()
-    except _NoPlacementError:
-        return None
-    program.add_spread(rules.soft_spread_hard)
-    if rules.spread_floor is not None:
-        program.add_floor(*rules.spread_floor, rules.floor_kinds)
-    return program.solve(rates)
+    whole = _Bound(snapshot, topology, rules, None)
+    parts = [None] if whole.counts() <= MAX_WHOLE_COUNTS else _parts(snapshot, rates, whole.home)
+    total = 0.0
+    for part in parts:
+        program = _Bound(snapshot, topology, rules, part)
+        program.add_classes()
+        try:
+            program.add_capacity()
+        except _NoPlacementError:
+            return None
+        program.add_spread(rules.soft_spread_hard)
+        if rules.spread_floor is not None:
+            program.add_floor(*rules.spread_floor, rules.floor_kinds)
+        bound = program.solve(rates)
+        if bound is None:
+            return None
+        total += bound
+    return total
+
+
+def _parts(
+    snapshot: Snapshot, rates: dict[tuple[str, str], float], home: dict[str, Domain]
+) -> list[frozenset[str]]:
+    """Placed pods tied together by traffic or by a workload: one set per part with traffic."""
+    graph: nx.Graph[str] = nx.Graph()
+    placed = sorted(key for key, pod in snapshot.pods.items() if pod.node_name in home)
+    graph.add_nodes_from(placed)
+    talking = [(a, b) for (a, b), rate in rates.items() if rate > 0 and a != b]
+    talking = [(a, b) for a, b in talking if a in graph and b in graph]
+    graph.add_edges_from(talking)
+    first_of: dict[Any, str] = {}
+    for key in placed:
+        workload = snapshot.pods[key].workload
+        if workload is not None:
+            graph.add_edge(key, first_of.setdefault(workload, key))
+    parts = (frozenset(part) for part in nx.connected_components(graph))
+    with_traffic = {a for a, _b in talking}
+    return sorted((part for part in parts if part & with_traffic), key=min)
 
 
 class _Bound:
-    def __init__(self, snapshot: Snapshot, topology: Topology, rules: Rules) -> None:
+    def __init__(
+        self, snapshot: Snapshot, topology: Topology, rules: Rules, part: frozenset[str] | None
+    ) -> None:
         self.snapshot = snapshot
+        self.part = part
+        """The pods this program places (None: all); the other fixed pods still take room."""
         self.topology = topology
         self.rules = rules
         self.highs = quiet_highs()
@@ -103,10 +143,20 @@ class _Bound:
         self.class_of: dict[str, int] = {}
         self.choices: dict[tuple[int, Domain], list[Any] | None] = {}
 
+    def counts(self) -> int:
+        """How many (class, domain) counts the program would have, before building it: its size
+        in the solver's work."""
+        movable = {
+            (pod.workload or key, pod.requests)
+            for key, pod in self.snapshot.pods.items()
+            if pod.node_name in self.home and key not in self.rules.fixed
+        }
+        return len(movable) * len(self.domains[self.level])
+
     def add_classes(self) -> None:
         grouped: dict[tuple[Any, ...], _Class] = {}
         admitting: dict[tuple[Any, ...], frozenset[str]] = {}
-        for key in sorted(self.snapshot.pods):
+        for key in sorted(self.snapshot.pods if self.part is None else self.part):
             pod = self.snapshot.pods[key]
             if pod.node_name not in self.home:
                 continue  # unplaced, or where the topology is unknown: its traffic is left out
@@ -139,10 +189,10 @@ class _Bound:
         """Each domain holds what its nodes have free of the fixed pods, summed per resource,
         and no more of a class than fits node by node."""
         free = {name: self.snapshot.nodes[name].allocatable for name in self.home}
-        for item in self.classes:
-            if item.fixed_at is not None:
-                node = self.snapshot.pods[item.pods[0]].node_name or ""
-                free[node] = free[node] - item.requests
+        for key in self.rules.fixed:  # those of other parts too: they stay where they run
+            pod = self.snapshot.pods.get(key)
+            if pod is not None and pod.node_name in free:
+                free[pod.node_name] = free[pod.node_name] - pod.requests
         for item in self.classes:
             if item.fixed_at is not None:
                 item.count, item.upper = {item.fixed_at: 1}, {item.fixed_at: 1}
@@ -242,7 +292,10 @@ class _Bound:
                         self.highs.addConstr(within)
                 local_above = kept
                 cost.append(step * (pair.rate - sum(kept.values())))
-        self.highs.minimize(sum(cost) if cost else 0)
+        objective = sum(cost) if cost else 0.0
+        if isinstance(objective, float | int):
+            return max(float(objective), 0.0)  # every pod of it stays where it runs
+        self.highs.minimize(objective)
         info = self.highs.getInfo()
         status = self.highs.getModelStatus()
         if status == highspy.HighsModelStatus.kOptimal:
