@@ -279,3 +279,37 @@ def test_a_replaced_ring_member_takes_the_rank_of_the_pod_it_replaced() -> None:
     }
     [job] = workload_objects(scenario.workloads[0])
     assert job["spec"]["completionMode"] == "Indexed"
+
+
+TENANT_SOURCES = ("sock-shop", "hotel-reservation", "social-network", "online-boutique")
+
+
+def test_every_tenant_of_the_platform_scenario_is_its_sourced_application() -> None:
+    """tenants-2000 says where its services come from by being copies of the sourced
+    scenarios: copy k is the source's workloads and traffic with each namespace n renamed n-kk
+    and every rate times the copy's load. Held here, an edit to either side shows."""
+    platform = load_scenario(EXAMPLES / "tenants-2000.yaml")
+    workloads = {w.key: w for w in platform.workloads}
+    rates = {(f.source, f.destination, f.routing): f.rate for f in platform.traffic}
+    copied: set[str] = set()
+    for name in TENANT_SOURCES:
+        source = load_scenario(EXAMPLES / f"{name}.yaml")
+        for copy in range(1, 16):
+            load = (1.0, 0.5, 0.25)[(copy - 1) % 3]
+
+            def renamed(key: str, copy: int = copy) -> str:
+                namespace, workload = key.split("/")
+                return f"{namespace}-{copy:02d}/{workload}"
+
+            for workload in source.workloads:
+                namespace = f"{workload.namespace}-{copy:02d}"
+                moved = workload.model_copy(update={"namespace": namespace})
+                assert workloads[moved.key] == moved
+                copied.add(moved.key)
+            for flow in source.traffic:
+                key = (renamed(flow.source), renamed(flow.destination), flow.routing)
+                assert rates.pop(key) == pytest.approx(flow.rate * load, abs=1e-6), key
+    assert rates == {}
+    assert set(workloads) - copied == {"monitoring/node-exporter"}
+    assert workloads["monitoring/node-exporter"].kind == "DaemonSet"
+    assert sum(platform.pods_of(w) for w in platform.workloads) >= 2000
