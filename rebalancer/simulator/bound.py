@@ -14,8 +14,8 @@ used when it stops early, so the figure does not depend on the machine's load.
 
 A large cluster is bounded part by part: pods that no traffic or workload ties together are
 solved apart, each part given every domain's whole free room, and the parts' bounds summed. Only
-the sharing of room between parts is relaxed, so the sum is still a bound; one program over
-thousands of pods is not solved in hours, while the parts of a cluster of tenants are small.
+the sharing of room between parts is relaxed, so the sum is still a bound. One program over
+thousands of pods is out of the solver's reach; the parts of a cluster of tenants are small.
 """
 
 from __future__ import annotations
