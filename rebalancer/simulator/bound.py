@@ -30,7 +30,7 @@ import highspy
 import networkx as nx
 
 from rebalancer.cluster.fit import admits
-from rebalancer.cluster.model import Resources, Snapshot
+from rebalancer.cluster.model import Pod, Resources, Snapshot
 from rebalancer.cluster.topology import Domain, Topology
 from rebalancer.simulator.optimum import Rules, quiet_highs
 
@@ -81,10 +81,12 @@ def lower_bound(
 ) -> float | None:
     """A cost no placement the planner may reach goes below; None if HiGHS proves nothing."""
     whole = _Bound(snapshot, topology, rules, None)
-    parts = [None] if whole.counts() <= MAX_WHOLE_COUNTS else _parts(snapshot, rates, whole.home)
+    programs: Iterable[_Bound] = [whole]
+    if whole.counts() > MAX_WHOLE_COUNTS:
+        parts = _parts(snapshot, rates, whole.home)
+        programs = (_Bound(snapshot, topology, rules, part) for part in parts)
     total = 0.0
-    for part in parts:
-        program = _Bound(snapshot, topology, rules, part)
+    for program in programs:
         program.add_classes()
         try:
             program.add_capacity()
@@ -147,7 +149,7 @@ class _Bound:
         """How many (class, domain) counts the program would have, before building it: its size
         in the solver's work."""
         movable = {
-            (pod.workload or key, pod.requests)
+            _rule(key, pod)
             for key, pod in self.snapshot.pods.items()
             if pod.node_name in self.home and key not in self.rules.fixed
         }
@@ -163,7 +165,7 @@ class _Bound:
             if key in self.rules.fixed:
                 self._add(_Class([key], pod.requests, frozenset(), self.home[pod.node_name]))
                 continue
-            rule = (pod.workload or key, pod.requests)
+            rule = _rule(key, pod)
             if rule not in admitting:
                 admitting[rule] = frozenset(
                     name
@@ -405,6 +407,11 @@ class _Bound:
 
 class _NoPlacementError(Exception):
     """A class has nowhere to go: the cluster as given cannot hold its pods."""
+
+
+def _rule(key: str, pod: Pod) -> tuple[Any, Resources]:
+    """What pods of one class share, besides the nodes that admit them."""
+    return (pod.workload or key, pod.requests)
 
 
 def _pairs_of(here: int, there: int, pair: _Pair) -> float:
