@@ -26,6 +26,7 @@ from rebalancer.cluster.topology import SHARED, Domain, Location, Topology
 from rebalancer.config.resolved import PlanningRules
 from rebalancer.cost.model import CostModel, Worth
 from rebalancer.planning.budget import Budget, every_zone, zone_names
+from rebalancer.planning.floor import HaFloor
 from rebalancer.planning.jobs import Job, job_refusal
 from rebalancer.planning.landing import rank_of
 from rebalancer.planning.narrowing import narrower
@@ -74,6 +75,7 @@ class _Cycle:
     zone_names: Mapping[Location, str | None]
     """Of the candidates' pods' locations."""
     spread_weights: SpreadWeights
+    floor: HaFloor
     pdb_spent: Counter[str] = field(default_factory=Counter)
     failures_spent: Counter[WorkloadRef] = field(default_factory=Counter)
     """Evictions planned per Job: each is a failed pod against its backoffLimit."""
@@ -171,7 +173,7 @@ class _Cycle:
             ("pdb", lambda: self.pdb_refusal(pod, candidate)),
             # A job's restart fails all of its pods: counted once, in `attempt`.
             ("limit", lambda: None if candidate.job else self.failure_refusal(pod)),
-            ("spread", lambda: self.spread_refusal(pod, target)),
+            ("spread", lambda: self.floor.refusal(pod, target, self.cost.locations)),
         )
         for category, check in checks:
             reason = check()
@@ -295,7 +297,7 @@ class _Cycle:
             reason=candidate.reason,
             uid=pod.uid,
             method="surge" if self.surges(pod, candidate) else "evict",
-            spread_before=self.floor_baseline(pod),
+            spread_before=self.floor.baseline(pod, self.cost.locations),
             rank=rank_of(pod.labels, pod.annotations),
             job=candidate.job,
         )
@@ -569,47 +571,6 @@ class _Cycle:
             return f"PDB {pdb.name} allows no more disruptions"
         return None
 
-    def spread_refusal(self, pod: Pod, target: Domain) -> str | None:
-        """HA beats locality: a workload keeps the number of domains the policy asks for, or all
-        it had before the rebalancer moved it, if fewer: a workload in one zone that is being
-        moved into another whole is not held half-way because its first move spread it."""
-        floor = self.rules.protections.min_spread
-        if floor.domains <= 1 or pod.workload is None or pod.workload.kind not in floor.kinds:
-            return None
-        topology = self.view.topology
-        level = self.rules.spread_level
-        siblings = [p for p in self.indexes.pods_of(pod.workload) if p.key in self.cost.locations]
-        after = {
-            topology.domain_of(
-                topology.location_within(target)
-                if sibling.key == pod.key
-                else self.cost.locations[sibling.key],
-                level,
-            )
-            for sibling in siblings
-        }
-        required = min(floor.domains, self.spread_before(str(pod.workload), siblings))
-        if len(after) < required:
-            return f"workload would span {len(after)} {floor.level}s, below {required}"
-        return None
-
-    def spread_before(self, workload: str, siblings: list[Pod]) -> int:
-        """The workload's spread before the rebalancer moved it: remembered while it is being
-        moved, else as the cycle found it (this cycle's own moves do not count)."""
-        remembered_spread = self.state.spread_remembered(workload, self.now)
-        if remembered_spread is not None:
-            return remembered_spread
-        level = self.rules.spread_level
-        locations = self.view.cost.locations
-        return len({self.view.topology.domain_of(locations[p.key], level) for p in siblings})
-
-    def floor_baseline(self, pod: Pod) -> int | None:
-        """What a move of `pod` records as its workload's spread before it was moved."""
-        if pod.workload is None:
-            return None
-        siblings = [p for p in self.indexes.pods_of(pod.workload) if p.key in self.cost.locations]
-        return self.spread_before(str(pod.workload), siblings)
-
     def node_in(self, pod: Pod, target: Domain) -> str | NoFit:
         """The least loaded node in the target domain that the scheduler would accept."""
         reasons: Counter[str] = Counter()
@@ -649,6 +610,7 @@ def plan(
     before = tally.figures(topology, price)
     thresholds = rules.thresholds
     occupancy = view.occupancy.copy()
+    indexes = snapshot.indexes()
     zones = zone_names(
         topology,
         rules.zone_level,
@@ -668,7 +630,8 @@ def plan(
         budget=Budget(rules.limits, every_zone(zones.values())),
         zone_names=zones,
         spread_weights=SpreadWeights.of(snapshot),
-        indexes=snapshot.indexes(),
+        indexes=indexes,
+        floor=HaFloor(rules, topology, indexes, state, now, view.cost.locations),
         earlier_moves=_by_workload(state.recent_moves),
         surging=frozenset(record.workload for record in state.surges),
         jobs=jobs or {},
