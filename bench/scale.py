@@ -5,14 +5,14 @@ traffic as Hubble labels it, workload traffic as Istio does) the generator write
 snapshot is parsed from and the recorded `/api/v1/query` answer. A fresh process then runs the
 cycle's stages in order, timing each and reading the peak RSS when it ends: parsing the answer,
 building the snapshot, mapping traffic to pods, weighing routing, building the graph and cost
-model, each strategy, gathering jobs' moves, planning (with advancing the persistence streaks)
-and finding gangs another scheduler owns, as `plan_cycle` does. The whole cycle is their sum.
-Other fresh processes measure the floor: decoding the same answer with a fast JSON parser and
-doing nothing else, for each of orjson and msgspec's untyped decoder; the floor is the faster
-one's. The List is decoded the same way for a second floor: a cycle must read both inputs, so
-the sum of the two floors is the least any cycle could take, which the issue's floor (the answer
-alone) leaves out; with workload traffic the answer is small and the List is most of what is
-read.
+model, each strategy, gathering jobs' moves, the target placement, planning (with advancing
+the persistence streaks) and finding gangs another scheduler owns, as `plan_cycle` does. The
+whole cycle is their sum. Other fresh processes measure the floor: decoding the same answer
+with a fast JSON parser and doing nothing else, for each of orjson and msgspec's untyped
+decoder; the floor is the faster one's. The List is decoded the same way for a second floor:
+a cycle must read both inputs, so the sum of the two floors is the least any cycle could take,
+which the issue's floor (the answer alone) leaves out; with workload traffic the answer is
+small and the List is most of what is read.
 All run with the cyclic garbage collector paused, as the controller runs its cycle (see
 `collector_paused`), three times by default; the run with the median time is kept. Run with
 `make bench-scale`; writes bench/results/scale.md, scale.json and scale.png.
@@ -52,12 +52,14 @@ from rebalancer.planning.cycle import (
     gang_level,
     routing_advice,
     service_calls,
+    target_level,
     topology_of,
 )
 from rebalancer.planning.jobs import Job, whole_jobs
 from rebalancer.planning.owned_gangs import owned_gangs
 from rebalancer.planning.planner import plan
 from rebalancer.planning.state import PlannerState
+from rebalancer.planning.target import proposals, target_placement
 from rebalancer.planning.types import Plan
 from rebalancer.simulator.run import DEFAULT_POLICY
 from rebalancer.strategies.framework import Candidate
@@ -132,12 +134,27 @@ def measure_cycle(
         candidates, jobs = stages.run(
             "jobs", lambda: whole_jobs(view, candidates, rules, PlannerState().last_moved, 0.0)
         )
+    level = target_level(policy, view.topology) if rules.steered else None
+    target = None
+    if level is not None:
+        target = stages.run(
+            "target placement",
+            lambda: target_placement(view, rules, PlannerState(), 0.0, level=level),
+        )
+        candidates += proposals(target, view.cost)
 
     def observe_and_plan() -> tuple[PlannerState, Plan]:
         """As `plan_cycle` does: the streaks advanced by this cycle's candidates, then the plan."""
         state = PlannerState().observe(candidates)
         return state, plan(
-            view, candidates, rules, state, now=0.0, persistence_required=1, jobs=jobs
+            view,
+            candidates,
+            rules,
+            state,
+            now=0.0,
+            persistence_required=1,
+            jobs=jobs,
+            target=target,
         )
 
     state, result = stages.run("plan", observe_and_plan)
@@ -159,7 +176,14 @@ def measure_cycle(
         started = time.perf_counter()
         lifted_rules = PlanningRules.of(nothing, view.topology)
         moves = plan(
-            view, candidates, lifted_rules, state, now=0.0, persistence_required=1, jobs=jobs
+            view,
+            candidates,
+            lifted_rules,
+            state,
+            now=0.0,
+            persistence_required=1,
+            jobs=jobs,
+            target=target,
         ).moves
         unlimited = {
             "lifted_plan_seconds": time.perf_counter() - started,

@@ -46,7 +46,10 @@ def test_plan_json_has_moves_skips_and_figures(capsys: pytest.CaptureFixture[str
     assert set(figures["crossing"]) == {"zone", "rack", "host"}
     assert document["predicted"]["weighted_cost"] < figures["weighted_cost"]
     moved = {m["pod"].split("/")[0] for m in document["moves"]}
-    assert moved == {"shop", "ml"}  # the chatty pair and the gang; never ledger or the agent
+    assert {"shop", "ml"} <= moved <= {"shop", "ml", "payments"}  # never the agent
+    # The ledger may move nearer the frontends that call it, never out of its zone.
+    ledger = [m for m in document["moves"] if m["pod"].startswith("payments/")]
+    assert all(m["from"]["zone"] == m["to"]["zone"] for m in ledger)
 
 
 def test_plan_table_is_readable(capsys: pytest.CaptureFixture[str]) -> None:

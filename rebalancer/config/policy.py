@@ -29,6 +29,7 @@ from rebalancer.config.sections import (
     Routing,
     Scope,
     StrategyConfig,
+    Target,
     Thresholds,
     TopologyPolicy,
 )
@@ -72,6 +73,8 @@ class Policy(Strict):
     """How long a move may not be undone (loop protection)."""
     persistence: Persistence = Persistence()
     """How long a move must keep being proposed before it is made."""
+    target: Target = Target()
+    """The placement the moves head for, found by a search each cycle."""
     evict: Evict = Evict()
     """How evict mode judges a move, as it steers nothing."""
     migrate: Migrate = Migrate()
@@ -119,6 +122,9 @@ class Policy(Strict):
             problems = config.args.level_problems(names)
             if problems:
                 raise ValueError(f"strategies.{index}.args.{problems[0]}")
+        if self.target.level is not None and self.target.level not in names:
+            known = ", ".join(names)
+            raise ValueError(f"target.level: unknown level {self.target.level!r} (levels: {known})")
         seen = [config.name for config in self.strategies]
         if len(set(seen)) != len(seen):
             raise ValueError(f"strategies: each strategy may appear once, got {seen}")

@@ -382,6 +382,23 @@ class Jobs(Strict):
         return self.restart_seconds / remaining
 
 
+class Target(Strict):
+    """A target placement the moves of the coming cycles head for. Greedy moves, each where
+    the pod's peers are at that moment, gather a group of services where its first pod went;
+    the best place for the group may be another, beside pods that cannot move. Each cycle a
+    local search, under the planner's own rules, places the pods the policy may move, resuming
+    from the last cycle's target so that consecutive cycles head the same way; the pods it
+    covers are moved only toward it, each when its move pays, the rest by the strategies. In
+    migrate mode (and its dry run) only: an evicted pod's replacement goes where the scheduler
+    puts it, rarely into one chosen host."""
+
+    enabled: bool = True
+    """False: the strategies alone propose moves, each pod's where its peers are now."""
+    level: str | None = None
+    """The level whose domains the target places pods in, by name. Unset: the finest level any
+    enabled strategy places at (split-peers' `down_to`, else its `level`)."""
+
+
 class Persistence(Strict):
     cycles: Annotated[int, Field(ge=1)] = 3
     """A move must have been proposed this many consecutive cycles before it is made."""

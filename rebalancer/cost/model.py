@@ -75,6 +75,9 @@ class CostModel(Protocol):
     def gain(self, pod: str, target: Domain) -> float:
         """Cost saved by moving `pod` into `target`, assuming nothing below the target's level."""
 
+    def pod_cost(self, pod: str, location: Location | None = None) -> float:
+        """What the pod's traffic costs where it is, or at `location`."""
+
     def worth(self, targets: Mapping[str, Domain]) -> Worth:
         """What moving these pods at once saves, and what they cost now."""
 

@@ -34,6 +34,7 @@ from rebalancer.planning.landing import Hint, Judged, Landing, expected_landing,
 from rebalancer.planning.owned_gangs import OwnedGang, owned_gangs
 from rebalancer.planning.planner import plan
 from rebalancer.planning.state import PlannerState
+from rebalancer.planning.target import proposals, target_placement
 from rebalancer.planning.types import Move, Plan
 from rebalancer.strategies.framework import Candidate, ClusterView
 from rebalancer.strategies.gang_consolidation import PLUGIN_NAME as GANG_CONSOLIDATION
@@ -144,7 +145,17 @@ def plan_cycle(
     jobs: dict[str, Job] = {}
     if policy.jobs.whole:
         candidates, jobs = whole_jobs(view, candidates, rules, state.last_moved, now)
-    observed = state.observe(candidates)
+    level = target_level(policy, topology) if rules.steered else None
+    leads = (c.pod for c in sorted(candidates, key=lambda c: -c.gain))
+    target = (
+        None
+        if level is None
+        else target_placement(view, rules, state, now, level=level, leads=leads)
+    )
+    if target is not None:
+        candidates += proposals(target, view.cost)
+    placed = {} if target is None else {pod: d.key for pod, d in target.places.items()}
+    observed = state.observe(candidates).model_copy(update={"target": placed or None})
     required = policy.persistence.cycles if persistence_required is None else persistence_required
     undo = policy.persistence.undo_cycles if persistence_required is None else required
     result = plan(
@@ -156,6 +167,7 @@ def plan_cycle(
         persistence_required=required,
         undo_required=undo,
         jobs=jobs,
+        target=target,
     )
     gangs = tuple(owned_gangs(view, gang_level(policy, topology)))
     today = None
@@ -172,6 +184,19 @@ def plan_cycle(
         today=today,
         owned_gangs=gangs,
     )
+
+
+def target_level(policy: Policy, topology: Topology) -> int | None:
+    """The level the target placement places pods at (see `Target.level`); None when it is
+    off, or no strategy runs to say how fine."""
+    if not policy.target.enabled:
+        return None
+    if policy.target.level is not None:
+        return topology.level_index(policy.target.level)
+    finest = [
+        topology.level_index(config.args.finest) for config in policy.strategies if config.enabled
+    ]
+    return max(finest, default=None)
 
 
 def gang_level(policy: Policy, topology: Topology) -> int:

@@ -39,6 +39,8 @@ from rebalancer.planning.protections import (
     unsettled_reason,
 )
 from rebalancer.planning.state import PlannerState, RecentMove, remembered, streak_key
+from rebalancer.planning.target import STRATEGY as TARGET_PLACEMENT
+from rebalancer.planning.target import Target
 from rebalancer.planning.types import Move, Plan, Skip, SkipCategory
 from rebalancer.strategies.framework import Candidate, ClusterView
 
@@ -379,6 +381,25 @@ class _Cycle:
                 return attempted
         return None
 
+    def attempt_widened(self, candidate: Candidate) -> list[Move] | None:
+        """A target placement's move whose replacement would land outside its domain, made
+        into the narrowest domain around it where it would land, of those holding none of
+        the moving pods yet (the scheduler's spreading can outweigh a hint to one crowded
+        host, not to its rack); None: there is none."""
+        if candidate.strategy != TARGET_PLACEMENT:
+            return None
+        locations = self.cost.locations
+        there = candidate.target
+        for level in range(there.level - 1, -1, -1):
+            wider = Domain(level, there.key[: level + 1])
+            if any(locations[pod][: level + 1] == wider.key for pod in candidate.pods):
+                break
+            widened = candidate.into(wider)
+            attempted = self.attempt(widened, self.cost.worth(widened.targets))
+            if not isinstance(attempted, tuple):
+                return attempted
+        return None
+
     def place(
         self, pod: Pod, candidate: Candidate, target: Domain, worth: Worth
     ) -> str | tuple[SkipCategory, str]:
@@ -600,10 +621,12 @@ def plan(
     persistence_required: int,
     undo_required: int | None = None,
     jobs: Mapping[str, Job] | None = None,
+    target: Target | None = None,
 ) -> Plan:
     """Pick safe moves by largest gain; `state` must already have observed these candidates.
     `undo_required`: the persistence of a move that would undo a remembered one, past its
-    cooldown (at least `persistence_required`)."""
+    cooldown (at least `persistence_required`). `target`: the cycle's target placement, which
+    other strategies' moves of the pods it places may not contradict."""
     snapshot, topology = view.snapshot, view.topology
     price = rules.price
     tally = view.cost.tally(snapshot)
@@ -656,8 +679,14 @@ def plan(
         if heap and worth.gain < -heap[0][0] - _GAIN_TOLERANCE:
             heapq.heappush(heap, (-worth.gain, index, candidate))  # outdated by earlier picks
             continue
+        if target is not None and (elsewhere := _elsewhere(target, candidate)) is not None:
+            if not any(pod in target.places for pod in candidate.pods):
+                skip(candidate, "target", elsewhere)  # else the target's own move says why
+            continue
         narrowed = cycle.attempt_narrowed(candidate)
         attempted = cycle.attempt(candidate, worth) if narrowed is None else narrowed
+        if isinstance(attempted, tuple) and attempted[0] == "landing":
+            attempted = cycle.attempt_widened(candidate) or attempted
         if isinstance(attempted, tuple):
             skip(candidate, *attempted)
             continue
@@ -701,6 +730,21 @@ def _index_failures(pod: Pod, per_index: int) -> int:
     so that on doubt the index is taken to have no failure left."""
     failed = pod.annotations.get(INDEX_FAILURES, "0")
     return int(failed) if failed.isdigit() else per_index
+
+
+def _elsewhere(target: Target, candidate: Candidate) -> str | None:
+    """Why another strategy's candidate may not move its pods: the target placement moves one
+    of them, and only its own moves, each into the pod's domain there, head for it (a wider
+    move would be narrowed elsewhere), or keeps one where others are to join it."""
+    if candidate.strategy == TARGET_PLACEMENT or candidate.job is not None:
+        return None
+    for pod in candidate.pods:
+        host = target.places.get(pod)
+        if host is not None:
+            return f"the target placement puts {pod} on {host.name}"
+        if pod in target.anchors:
+            return f"the target placement keeps {pod} where it is, for others to join"
+    return None
 
 
 def _shared_domain(location: Location, target: Domain) -> Domain | None:

@@ -99,6 +99,10 @@ class PlannerState(BaseModel):
 
     surges: list[SurgeRecord] = []
     """Surge migrations under way, each at its last step recorded (before the step is made)."""
+    target: dict[str, tuple[str, ...]] | None = None
+    """Pod -> the key of the domain the last cycle's target placement put it in, where it does
+    not run: the next search resumes from it, so the moves of consecutive cycles head the same
+    way."""
 
     def stored(self, indent: int | None = None) -> str:
         """As the state ConfigMap (or `plan --state`) holds it. Fields left at None are left
@@ -157,7 +161,8 @@ class PlannerState(BaseModel):
     def within(self, max_bytes: int) -> PlannerState:
         """The state as it fits in `max_bytes` of `stored()` JSON, with the least promising
         streaks dropped as needed: a large cluster proposes a streak per candidate, tens of
-        thousands, and a streak lost only delays its move. Still too large if the rest is."""
+        thousands, and a streak lost only delays its move. Then, if need be, pods of the
+        target: one lost is placed afresh by the next search. Still too large if the rest is."""
         size = len(self.stored().encode())
         if size <= max_bytes:
             return self
@@ -167,7 +172,20 @@ class PlannerState(BaseModel):
             kept -= 1
             # `"key":count` and its comma
             size -= len(json.dumps(keys[kept]).encode()) + len(str(self.streaks[keys[kept]])) + 2
-        return self.model_copy(update={"streaks": {key: self.streaks[key] for key in keys[:kept]}})
+        target = self.target or {}
+        pods = sorted(target)
+        placed = len(pods)
+        while size > max_bytes and placed:
+            placed -= 1
+            # `"pod":["value",...]` and its comma
+            entry = {pods[placed]: target[pods[placed]]}
+            size -= len(json.dumps(entry, separators=(",", ":")).encode()) - 2 + 1
+        return self.model_copy(
+            update={
+                "streaks": {key: self.streaks[key] for key in keys[:kept]},
+                "target": {pod: target[pod] for pod in pods[:placed]} or None,
+            }
+        )
 
     def record_moves(self, moves: Iterable[Move], now: float, cooldown: Cooldown) -> PlannerState:
         """Remember the moves, and forget those made `cooldown.memory_seconds` ago or more."""

@@ -52,6 +52,7 @@ SkipCategory = Literal[
     "no-fit",
     "landing",
     "surge",
+    "target",
 ]
 """A bounded name for why a candidate was skipped, for metric labels; the reason has details."""
 

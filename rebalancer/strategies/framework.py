@@ -29,6 +29,11 @@ class StrategyArgs(BaseModel):
     level: str = "zone"
     """The topology level, by name, at which the strategy judges placements."""
 
+    @property
+    def finest(self) -> str:
+        """The finest level, by name, the strategy places pods at."""
+        return self.level
+
     def level_problems(self, names: Sequence[str]) -> list[str]:
         """What is wrong with the levels these args name, given the policy's levels in order
         from the widest; each problem starts with the field, for the policy's error."""

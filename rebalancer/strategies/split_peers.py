@@ -64,6 +64,10 @@ class SplitPeersArgs(StrategyArgs):
     simulator, such replacements went elsewhere, sometimes to another zone). None: only
     `level`."""
 
+    @property
+    def finest(self) -> str:
+        return self.down_to or self.level
+
     def level_problems(self, names: Sequence[str]) -> list[str]:
         problems = super().level_problems(names)
         if problems or self.down_to is None:
