@@ -468,7 +468,8 @@ def proposals(target: Target, cost: CostModel) -> list[Candidate]:
     ]
     journeys: dict[tuple[Location, Domain], list[str]] = {}
     for key, domain in sorted(target.places.items()):
-        journeys.setdefault((cost.locations[key], domain), []).append(key)
+        origin = cost.locations[key][: domain.level + 1]
+        journeys.setdefault((origin, domain), []).append(key)
     for (_origin, domain), keys in journeys.items():
         groups = _pairs(cost, keys)
         if len(keys) > 2:

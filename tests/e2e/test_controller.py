@@ -28,6 +28,7 @@ from rebalancer.clients.stores import POLICY_KEY, STATE_KEY, ConfigMapPolicy, Co
 from rebalancer.cluster.topology import Domain
 from rebalancer.cost.figures import SECONDS_PER_MONTH
 from rebalancer.planning.state import PlannerState
+from rebalancer.planning.target import STRATEGY as TARGET_PLACEMENT
 from rebalancer.planning.types import Move
 from rebalancer.strategies.framework import Candidate
 from tests.conftest import LIVE_POLICY_YAML
@@ -56,9 +57,11 @@ def test_dry_run_evicts_nothing_and_records_would_evict(setup: Setup) -> None:
     assert setup.pod_names("client") | setup.pod_names("server") == before
     events = setup.events("WouldEvict")
     assert len(events) == would_evict
-    assert all("split-peers" in e["message"] and "target zone=" in e["message"] for e in events)
+    # The target placement moves the pair: its strategy names every move, the split-peers
+    # candidates for the same pods being skipped for it.
+    assert all(TARGET_PLACEMENT in e["message"] and "target zone=" in e["message"] for e in events)
     registry = controller.metrics.evictions
-    assert registry.labels("would-evict", "split-peers")._value.get() == would_evict
+    assert registry.labels("would-evict", TARGET_PLACEMENT)._value.get() == would_evict
 
 
 def test_server_side_dry_run_reports_a_pdb_refusal(setup: Setup) -> None:
@@ -291,7 +294,7 @@ def test_metrics_show_the_true_figures(setup: Setup, tmp_path: Path) -> None:
         monthly
     )
     assert value("cycles_total", result="ok") >= 1
-    assert value("evictions_total", result="would-evict", strategy="split-peers") >= 1
+    assert value("evictions_total", result="would-evict", strategy=TARGET_PLACEMENT) >= 1
     assert value("moves_planned") >= 1
     assert value("policy_generation") == 1
     assert value("leader") == 1
