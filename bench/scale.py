@@ -52,7 +52,7 @@ from rebalancer.planning.cycle import (
     gang_level,
     routing_advice,
     service_calls,
-    target_level,
+    target_levels,
     topology_of,
 )
 from rebalancer.planning.jobs import Job, whole_jobs
@@ -134,12 +134,13 @@ def measure_cycle(
         candidates, jobs = stages.run(
             "jobs", lambda: whole_jobs(view, candidates, rules, PlannerState().last_moved, 0.0)
         )
-    level = target_level(policy, view.topology) if rules.steered else None
+    levels = target_levels(policy, view.topology) if rules.steered else None
     target = None
-    if level is not None:
+    if levels is not None:
+        leads = [c.pod for c in sorted(candidates, key=lambda c: -c.gain)]
         target = stages.run(
             "target placement",
-            lambda: target_placement(view, rules, PlannerState(), 0.0, level=level),
+            lambda: target_placement(view, rules, PlannerState(), 0.0, levels=levels, leads=leads),
         )
         candidates += proposals(target, view.cost)
 

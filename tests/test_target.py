@@ -33,7 +33,7 @@ def _search(
 ) -> Target:
     view = build_view(policy, snapshot, traffic_of(rates))
     rules = PlanningRules.of(policy, view.topology)
-    return target_placement(view, rules, state, NOW, level=HOST)
+    return target_placement(view, rules, state, NOW, levels=range(HOST + 1))
 
 
 def _fan(

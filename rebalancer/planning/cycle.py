@@ -145,14 +145,11 @@ def plan_cycle(
     jobs: dict[str, Job] = {}
     if policy.jobs.whole:
         candidates, jobs = whole_jobs(view, candidates, rules, state.last_moved, now)
-    level = target_level(policy, topology) if rules.steered else None
-    leads = (c.pod for c in sorted(candidates, key=lambda c: -c.gain))
-    target = (
-        None
-        if level is None
-        else target_placement(view, rules, state, now, level=level, leads=leads)
-    )
-    if target is not None:
+    levels = target_levels(policy, topology) if rules.steered else None
+    target = None
+    if levels is not None:
+        leads = (c.pod for c in sorted(candidates, key=lambda c: -c.gain))
+        target = target_placement(view, rules, state, now, levels=levels, leads=leads)
         candidates += proposals(target, view.cost)
     placed = {} if target is None else {pod: d.key for pod, d in target.places.items()}
     observed = state.observe(candidates).model_copy(update={"target": placed or None})
@@ -186,17 +183,18 @@ def plan_cycle(
     )
 
 
-def target_level(policy: Policy, topology: Topology) -> int | None:
-    """The level the target placement places pods at (see `Target.level`); None when it is
-    off, or no strategy runs to say how fine."""
-    if not policy.target.enabled:
+def target_levels(policy: Policy, topology: Topology) -> range | None:
+    """The levels the target placement's moves are made at, widest first: the widest any
+    enabled strategy judges at, down to the one the target places pods at (see `Target.level`).
+    None when it is off, or no strategy runs to say how fine."""
+    enabled = [config.args for config in policy.strategies if config.enabled]
+    if not policy.target.enabled or not enabled:
         return None
+    finest = max(topology.level_index(args.finest) for args in enabled)
     if policy.target.level is not None:
-        return topology.level_index(policy.target.level)
-    finest = [
-        topology.level_index(config.args.finest) for config in policy.strategies if config.enabled
-    ]
-    return max(finest, default=None)
+        finest = topology.level_index(policy.target.level)
+    widest = min(finest, *(topology.level_index(args.level) for args in enabled))
+    return range(widest, finest + 1)
 
 
 def gang_level(policy: Policy, topology: Topology) -> int:

@@ -381,16 +381,16 @@ class _Cycle:
                 return attempted
         return None
 
-    def attempt_widened(self, candidate: Candidate) -> list[Move] | None:
+    def attempt_widened(self, candidate: Candidate, widest: int) -> list[Move] | None:
         """A target placement's move whose replacement would land outside its domain, made
-        into the narrowest domain around it where it would land, of those holding none of
-        the moving pods yet (the scheduler's spreading can outweigh a hint to one crowded
-        host, not to its rack); None: there is none."""
+        into the narrowest domain around it, down to level `widest`, where it would land, of
+        those holding none of the moving pods yet (the scheduler's spreading can outweigh a
+        hint to one crowded host, not to its rack); None: there is none."""
         if candidate.strategy != TARGET_PLACEMENT:
             return None
         locations = self.cost.locations
         there = candidate.target
-        for level in range(there.level - 1, -1, -1):
+        for level in range(there.level - 1, widest - 1, -1):
             wider = Domain(level, there.key[: level + 1])
             if any(locations[pod][: level + 1] == wider.key for pod in candidate.pods):
                 break
@@ -685,8 +685,8 @@ def plan(
             continue
         narrowed = cycle.attempt_narrowed(candidate)
         attempted = cycle.attempt(candidate, worth) if narrowed is None else narrowed
-        if isinstance(attempted, tuple) and attempted[0] == "landing":
-            attempted = cycle.attempt_widened(candidate) or attempted
+        if target is not None and isinstance(attempted, tuple) and attempted[0] == "landing":
+            attempted = cycle.attempt_widened(candidate, target.widest) or attempted
         if isinstance(attempted, tuple):
             skip(candidate, *attempted)
             continue

@@ -23,6 +23,7 @@ way.
 
 from __future__ import annotations
 
+import dataclasses
 import heapq
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -73,6 +74,9 @@ class Target:
     anchors: frozenset[str] = frozenset()
     """Pods the target leaves where they are, in a domain others are to join them in: moved
     elsewhere, they would leave those moves for nothing."""
+    widest: int = 0
+    """The widest level a move toward the target may be made at, when its replacement would
+    land outside its domain (the strategies' widest)."""
 
 
 @dataclass
@@ -366,12 +370,14 @@ def target_placement(
     state: PlannerState,
     now: float,
     *,
-    level: int,
+    levels: range,
     leads: Iterable[str] = (),
 ) -> Target:
     """The placement the search reaches from where the pods are now, with pods placed in the
-    domains of `level`, under the planner's rules; the view is left as it is. `leads`: the pods
-    to weigh first (the strategies' candidates', best first), then the rest."""
+    domains of the last of `levels` (its moves may be made into the wider ones: `Target`),
+    under the planner's rules; the view is left as it is. `leads`: the pods to weigh first (the
+    strategies' candidates', best first), then the rest."""
+    level = levels[-1]
     snapshot, topology, cost = view.snapshot, view.topology, view.cost
     indexes = snapshot.indexes()
     floor = HaFloor(rules, topology, indexes, state, now, cost.locations)
@@ -393,7 +399,7 @@ def target_placement(
             scope,
             remembered,
         )
-        return run.target(order, start)
+        return dataclasses.replace(run.target(order, start), widest=levels[0])
 
     fresh = search({})
     if not state.target:
