@@ -161,6 +161,17 @@ def test_a_target_resumed_stays_unless_a_fresh_one_saves_a_tenth_more() -> None:
     assert replaced.places == first.places
 
 
+def test_a_resumed_target_s_pods_that_are_gone_or_quiet_are_left_out() -> None:
+    """The last cycle's target names a pod replaced since and one whose traffic stopped."""
+    snapshot, rates = _group_beside_the_generator()
+    quiet = pod_keys(snapshot, "web")[0]
+    rates = {pair: rate for pair, rate in rates.items() if quiet not in pair}
+    remembered = {"default/web-gone": ("b", "r2", "node-b21"), quiet: ("b", "r2", "node-b21")}
+    target = _search(make_policy(**HOSTS), snapshot, rates, PlannerState(target=remembered))
+    assert quiet not in target.places and "default/web-gone" not in target.places
+    assert target.places  # the rest still gather beside the generator
+
+
 def test_the_ranks_of_a_job_are_left_to_the_job_s_own_moves() -> None:
     objects = [
         *grid_nodes(),

@@ -436,9 +436,9 @@ class _Scope:
         return domain.key
 
     def _movable(self, key: str) -> bool:
-        pod = self.snapshot.pods.get(key)
-        if pod is None or self.topology.domain_of(self.found[key], self.level) is None:
-            return False
+        pod, location = self.snapshot.pods.get(key), self.found.get(key)
+        if pod is None or location is None or self.topology.domain_of(location, self.level) is None:
+            return False  # gone, or without traffic now (a pod the last target placed, say)
         rules = self.rules
         if protection_reason(pod, self.snapshot, self.indexes, rules) is not None:
             return False
