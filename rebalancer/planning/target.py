@@ -9,12 +9,12 @@ move at once. The search sees that before the first move. It places pods in the 
 level (the host, with the built-in simulation policy). It descends, moving one pod at a time
 into the domain of its peers where it saves most (a pod may move several times); then it tries
 each group of pods that share a domain and talk to each other in the domains of their outside
-peers, with a descent around the group after it, and keeps the first try that saves anything,
-until none does or its work runs out. Every step keeps to what the planner would allow: pods it
-protects and the ranks of jobs (moved whole, planning/jobs.py) stay, a workload keeps its HA
-floor, no move undoes a remembered one of its workload, and a pod goes only to a node the
-scheduler would take it on, with room counted as the placement fills (an evicted pod's room is
-free again by the time the next cycle's moves are made).
+peers, with a descent around the group after it, and keeps a group's first try that saves
+anything, until none does or its work runs out. Every step keeps to what the planner would
+allow: pods it protects and the ranks of jobs (moved whole, planning/jobs.py) stay, a workload
+keeps its HA floor, no move undoes a remembered one of its workload, and a pod goes only to a
+node the scheduler would take it on, with room counted as the placement fills (an evicted
+pod's room is free again by the time the next cycle's moves are made).
 
 Each cycle's search is made twice: afresh, and resumed from the last cycle's target, which is
 kept unless the fresh one saves a tenth more, so the moves of consecutive cycles head the same
@@ -47,8 +47,8 @@ each): a second or two whatever the cluster's size. The strategies' candidates a
 first, the best first, so a search cut short has spent its work where most is to be saved,
 and leaves the rest to the strategies."""
 OPTIONS = 8
-"""Domains weighed for a pod, those holding most of its traffic: the best move is nearly always
-among them, and each is a pass over the pod's peers."""
+"""Domains weighed for a pod, those holding most of its traffic, each a pass over the pod's
+peers: on large-500 eight reached what weighing every domain reached (four did not)."""
 TRIES = 200
 """Groups tried in another domain, each followed by a descent around it."""
 GROUP = 16
