@@ -278,3 +278,16 @@ def test_a_target_move_a_crowded_host_would_refuse_is_made_into_its_rack() -> No
         move for move, _at in result.moves if move.strategy == STRATEGY and move.target.level < HOST
     ]
     assert widened
+
+
+def test_a_state_too_large_drops_its_streaks_then_pods_of_its_target() -> None:
+    placed = {f"ns/pod-{i}": ("zone-a", "rack-1", f"node-{i}") for i in range(100)}
+    state = PlannerState(streaks={f"move {i}": 1 for i in range(50)}, target=placed)
+    size = len(state.stored().encode())
+    without_streaks = state.within(size - 100)
+    assert len(without_streaks.stored().encode()) <= size - 100
+    assert without_streaks.target == placed  # streaks go first
+    small = state.within(1000)
+    assert len(small.stored().encode()) <= 1000
+    assert small.streaks == {} and small.target is not None
+    assert 0 < len(small.target) < 100 and small.target.items() <= placed.items()
