@@ -11,6 +11,7 @@ from pathlib import Path
 import msgspec
 import pytest
 
+from bench.quality import UNPACED
 from harness.invariants import crowded_moves, returning_moves, undoing_moves
 from rebalancer.cli import main
 from rebalancer.cluster.model import Pod
@@ -21,10 +22,11 @@ from rebalancer.config.sections import Evict, Persistence
 from rebalancer.planning.cycle import topology_of
 from rebalancer.planning.state import remembered
 from rebalancer.planning.types import Move
-from rebalancer.simulator import bound, optimum
-from rebalancer.simulator.bound import lower_bound
+from rebalancer.simulator import bound, optimum, sequence
+from rebalancer.simulator.bound import budgeted_bound, lower_bound
 from rebalancer.simulator.cluster import SimulatedCluster
-from rebalancer.simulator.optimum import Rules, solve
+from rebalancer.simulator.fair import FairProblem, Rules
+from rebalancer.simulator.optimum import solve
 from rebalancer.simulator.results import Optimum, SimulatedMode, result_table
 from rebalancer.simulator.run import (
     DEFAULT_POLICY,
@@ -35,6 +37,7 @@ from rebalancer.simulator.run import (
 )
 from rebalancer.simulator.scenario import load_scenario, parse_scenario
 from rebalancer.simulator.scheduler import Scheduler
+from rebalancer.simulator.sequence import fewest_in_order
 
 ROOT = Path(__file__).resolve().parents[1]
 SCENARIOS = ROOT / "examples" / "scenarios"
@@ -673,3 +676,72 @@ def test_a_job_s_ranks_evicted_together_are_judged_by_the_pdb_as_the_api_judges_
     acting = _Acting(cluster, parse_policy(DEFAULT_POLICY, "p"), "migrate", by_key, 0.0)
     acting.make(moves)
     assert (len(acting.evicted), acting.refused) == (2, 1)
+
+
+def test_the_fewest_moves_count_a_swap_through_free_room(monkeypatch: pytest.MonkeyPatch) -> None:
+    """nearly-full's optimum trades a client and a server between full nodes: two pods change
+    node, but each replacement needs room when it is made, so it takes a third move through the
+    free room of zone c. Past the search's work limit the program's count stands."""
+    scenario = load_scenario(SCENARIOS / "nearly-full.yaml")
+    cluster = SimulatedCluster(scenario, Scheduler(0))
+    topology = topology_of(parse_policy(DEFAULT_POLICY, "built-in"), cluster.snapshot)
+    rates = cluster.traffic().rates
+    found = solve(cluster.snapshot, topology, rates, scenario)
+    assert found is not None and found.min_moves == 3
+    monkeypatch.setattr(sequence, "MAX_PLACEMENTS", 1)
+    found = solve(cluster.snapshot, topology, rates, scenario)
+    assert found is not None and found.min_moves == 2
+
+
+def test_a_placement_already_optimal_needs_no_move_in_order() -> None:
+    scenario = load_scenario(SCENARIOS / "already-optimal.yaml")
+    cluster = SimulatedCluster(scenario, Scheduler(0))
+    topology = topology_of(parse_policy(DEFAULT_POLICY, "built-in"), cluster.snapshot)
+    rates = cluster.traffic().rates
+    allowed = {key: list(cluster.snapshot.nodes) for key in cluster.snapshot.pods}
+    assert fewest_in_order(cluster.snapshot, topology, rates, allowed, 0.0) == 0
+
+
+def test_the_bound_within_a_number_of_moves_bounds_every_run_that_makes_that_many() -> None:
+    """chatty-pair's optimum takes five moves. Every cost an unpaced run reaches after m moves
+    is at least the bound within m; within one move the bound is above the optimum (no single
+    move gets there), within none it is the starting cost."""
+    scenario = load_scenario(SCENARIOS / "chatty-pair.yaml")
+    policy = parse_policy(DEFAULT_POLICY, "built-in")
+    cluster = SimulatedCluster(scenario, Scheduler(0))
+    problem = FairProblem.of(cluster, policy, scenario)
+    optimum_found = solve(problem.snapshot, problem.topology, problem.rates, scenario, problem.fair)
+    assert optimum_found is not None
+    best = optimum_found.weighted_cost
+
+    def within(moves: int) -> float:
+        found = budgeted_bound(
+            problem.snapshot, problem.topology, problem.rates, problem.fair, moves=moves, scale=50
+        )
+        assert found is not None
+        return found
+
+    unpaced = parse_policy(DEFAULT_POLICY + UNPACED, "unpaced")
+    result = simulate(scenario, unpaced, cycles=6, mode="migrate", seed=0)
+    made = 0
+    for row in result.cycles[1:]:
+        made += row.evictions
+        assert within(made) <= row.weighted_cost + 1e-6
+    start = result.cycles[0].weighted_cost
+    assert within(0) == pytest.approx(start)
+    assert best + 1 < within(1) < start
+    assert within(5) <= best + 1e-6
+
+
+def test_the_limits_allow_so_many_moves_by_a_cycle() -> None:
+    """None before a candidate has persisted; then per cycle the lower of the per-cycle limit
+    and the per-zone limit in every zone; none to count where a job moves as one eviction."""
+    policy = parse_policy(DEFAULT_POLICY, "built-in")
+    cluster = SimulatedCluster(load_scenario(SCENARIOS / "chatty-pair.yaml"), Scheduler(0))
+    problem = FairProblem.of(cluster, policy, cluster.scenario)
+    assert problem.moves_allowed(policy, 2) == 0
+    assert problem.moves_allowed(policy, 20) == 18 * 9  # three zones of three under ten
+    wider = policy.model_copy(update={"limits": policy.limits.model_copy(update={"per_zone": 5})})
+    assert problem.moves_allowed(wider, 20) == 18 * 10
+    gang = SimulatedCluster(load_scenario(SCENARIOS / "ring-allreduce.yaml"), Scheduler(0))
+    assert FairProblem.of(gang, policy, gang.scenario).moves_allowed(policy, 20) is None

@@ -32,7 +32,8 @@ import networkx as nx
 from rebalancer.cluster.fit import admits
 from rebalancer.cluster.model import Pod, Resources, Snapshot
 from rebalancer.cluster.topology import Domain, Topology
-from rebalancer.simulator.optimum import Rules, quiet_highs
+from rebalancer.simulator.fair import Rules
+from rebalancer.simulator.optimum import quiet_highs
 
 MAX_DOMAINS = 256
 """The finest level with at most this many domains is the one pods are counted at."""
@@ -40,6 +41,12 @@ MAX_BRANCH_NODES = 2000
 """Work limit of the solver; past it the proven dual bound is taken."""
 MAX_WHOLE_COUNTS = 4000
 """Past this many (class, counted domain) counts in one program, the parts are bounded apart."""
+PENALTY_TRIES = 6
+"""Programs solved for a bound within a number of moves, each with another penalty per move."""
+MAX_PENALISED_COUNTS = 1000
+"""Past this many counts in one program, no bound within a number of moves is attempted: solved
+six times, large-500's one program of 1,700 took over ten minutes a solve, and its root
+relaxation alone gave no bound above zero."""
 MAX_EXACT_CLASS = 32
 """Up to this many pods, what a class keeps inside a domain is bounded by a choice of its count
 (n (n - 1) / 2 pairs at most); larger classes by n x each pod's share, which needs no binaries."""
@@ -80,14 +87,69 @@ def lower_bound(
     rules: Rules,
 ) -> float | None:
     """A cost no placement the planner may reach goes below; None if HiGHS proves nothing."""
+    found = _penalised(snapshot, topology, rates, rules, 0.0)
+    return None if found is None else found[0]
+
+
+def budgeted_bound(
+    snapshot: Snapshot,
+    topology: Topology,
+    rates: dict[tuple[str, str], float],
+    rules: Rules,
+    *,
+    moves: int,
+    scale: float,
+) -> float | None:
+    """A cost no placement reached in `moves` moves goes below; None if HiGHS proves nothing or
+    a program is too large to solve so often (`MAX_PENALISED_COUNTS`).
+
+    Lagrangian relaxation: each pod counted out of the counted-level domain it runs in adds a
+    penalty to the cost, so for any penalty the least penalised cost, less penalty x `moves`,
+    is such a bound (weak duality; a pod counted out has moved at least once). The penalty is
+    searched from `scale` (about what a move must save) by doubling or halving until the
+    solutions move more and fewer pods than `moves`, then by bisection; the best bound found
+    stands."""
+    best: float | None = None
+    low, high, penalty = 0.0, math.inf, scale
+    for _ in range(PENALTY_TRIES):
+        found = _penalised(
+            snapshot, topology, rates, rules, penalty, max_counts=MAX_PENALISED_COUNTS
+        )
+        if found is None:
+            return best
+        total, departures = found
+        bound = total - penalty * moves
+        best = bound if best is None else max(best, bound)
+        if departures > moves:
+            low = penalty
+        else:
+            high = penalty
+        penalty = penalty * 2 if math.isinf(high) else (low + high) / 2 if low else high / 2
+    return best
+
+
+def _penalised(
+    snapshot: Snapshot,
+    topology: Topology,
+    rates: dict[tuple[str, str], float],
+    rules: Rules,
+    penalty: float,
+    *,
+    max_counts: float = math.inf,
+) -> tuple[float, float] | None:
+    """The bound on the cost plus `penalty` per pod counted out of its domain, and how many the
+    solutions counted out (infinite where a part has no solution to read); None also where a
+    program has more than `max_counts` counts."""
     whole = _Bound(snapshot, topology, rules, None)
     programs: Iterable[_Bound] = [whole]
     if whole.counts() > MAX_WHOLE_COUNTS:
         parts = _parts(snapshot, rates, whole.home)
         programs = (_Bound(snapshot, topology, rules, part) for part in parts)
-    total = 0.0
+    total = departures = 0.0
     for program in programs:
         program.add_classes()
+        if program.movable_counts() > max_counts:
+            return None
         try:
             program.add_capacity()
         except _NoPlacementError:
@@ -95,11 +157,12 @@ def lower_bound(
         program.add_spread(rules.soft_spread_hard)
         if rules.spread_floor is not None:
             program.add_floor(*rules.spread_floor, rules.floor_kinds)
-        bound = program.solve(rates)
-        if bound is None:
+        found = program.solve(rates, penalty)
+        if found is None:
             return None
-        total += bound
-    return total
+        total += found[0]
+        departures += found[1]
+    return total, departures
 
 
 def _parts(
@@ -154,6 +217,11 @@ class _Bound:
             if pod.node_name in self.home and key not in self.rules.fixed
         }
         return len(movable) * len(self.domains[self.level])
+
+    def movable_counts(self) -> int:
+        """`counts` of the classes added, which are this part's only."""
+        movable = sum(1 for item in self.classes if item.fixed_at is None)
+        return movable * len(self.domains[self.level])
 
     def add_classes(self) -> None:
         grouped: dict[tuple[Any, ...], _Class] = {}
@@ -275,7 +343,29 @@ class _Bound:
             if not isinstance(spread, int):  # a constant: every member fixed where it runs
                 self.highs.addConstr(spread >= required)
 
-    def solve(self, rates: dict[tuple[str, str], float]) -> float | None:
+    def departures(self) -> Any:
+        """How many pods the counts put out of the domain they run in, at the least."""
+        out: list[Any] = []
+        for item in self.classes:
+            if item.fixed_at is not None:
+                continue
+            running: dict[Domain, int] = defaultdict(int)
+            for pod in item.pods:
+                running[self.home[self.snapshot.pods[pod].node_name or ""]] += 1
+            for domain, count in running.items():
+                if domain not in item.count:
+                    out.append(count)  # no room there now: all of them leave
+                    continue
+                leaving = self.highs.addVariable(lb=0, ub=count)
+                self.highs.addConstr(leaving >= count - item.count[domain])
+                out.append(leaving)
+        return sum(out)
+
+    def solve(
+        self, rates: dict[tuple[str, str], float], penalty: float = 0.0
+    ) -> tuple[float, float] | None:
+        """The bound on the cost plus `penalty` per pod out of its domain, and that number in
+        the solution found (infinite without one)."""
         weights = [level.weight for level in self.topology.levels] + [0.0]
         steps = [weights[i] - weights[i + 1] for i in range(len(self.topology.levels))]
         # Levels finer than the counted one pay as if split wherever it is.
@@ -294,16 +384,21 @@ class _Bound:
                         self.highs.addConstr(within)
                 local_above = kept
                 cost.append(step * (pair.rate - sum(kept.values())))
-        objective = sum(cost) if cost else 0.0
-        if isinstance(objective, float | int):
-            return max(float(objective), 0.0)  # every pod of it stays where it runs
+        moved = self.departures() if penalty else 0
+        objective = (sum(cost) if cost else 0.0) + penalty * moved
+        if isinstance(objective, float | int):  # every pod of it stays where it runs
+            return max(float(objective), 0.0), float(moved)
         self.highs.minimize(objective)
         info = self.highs.getInfo()
-        status = self.highs.getModelStatus()
-        if status == highspy.HighsModelStatus.kOptimal:
-            return max(float(info.objective_function_value), 0.0)
+        solved = info.primal_solution_status == highspy.SolutionStatus.kSolutionStatusFeasible
+        if isinstance(moved, int | float):
+            counted = float(moved)
+        else:
+            counted = float(self.highs.val(moved)) if solved else math.inf
+        if self.highs.getModelStatus() == highspy.HighsModelStatus.kOptimal:
+            return max(float(info.objective_function_value), 0.0), counted
         bound = float(info.mip_dual_bound)
-        return max(bound, 0.0) if math.isfinite(bound) else None
+        return (max(bound, 0.0), counted) if math.isfinite(bound) else None
 
     def _pairs(self, rates: dict[tuple[str, str], float]) -> dict[tuple[int, int], _Pair]:
         """Class pair -> its traffic, both directions, and each pod's share at most."""

@@ -4,7 +4,8 @@ quality benchmark holds the planner's result against.
 Every pod is placed on a node so that the weighted traffic cost (rate x the weight of the widest
 level two communicating pods differ at, the planner's own cost model) is least, under the same
 node capacity, node selector, taint and hard topology spread rules. A second program finds the
-fewest pods that must change node to reach that cost from the current placement.
+fewest pods that must change node to reach that cost from the current placement, and on small
+problems a search (sequence.py) raises that count to the moves needed when each must fit as made.
 
 The cost is linear by a telescoping sum: a pair first split at level k costs w_k, which equals
 the sum over levels l >= k of (w_l - w_{l+1}), each paid when the pair is split at l. A split at
@@ -17,7 +18,6 @@ import math
 import os
 import sys
 from collections import defaultdict
-from dataclasses import dataclass
 from itertools import combinations
 from typing import Any
 
@@ -26,8 +26,10 @@ import highspy
 from rebalancer.cluster.fit import admits, node_affinity_allows
 from rebalancer.cluster.model import Snapshot
 from rebalancer.cluster.topology import Topology
+from rebalancer.simulator.fair import Rules
 from rebalancer.simulator.results import Optimum
 from rebalancer.simulator.scenario import LEVEL_LABELS, Scenario
+from rebalancer.simulator.sequence import fewest_in_order
 
 MAX_ASSIGNMENTS = 60_000
 """Pod x node choices beyond which the program is not attempted: not computable here."""
@@ -47,31 +49,16 @@ def _allowed_nodes(snapshot: Snapshot) -> dict[str, list[str]]:
     }
 
 
-@dataclass(frozen=True)
-class Rules:
-    """The planner's rules the optimum also obeys, so that capture is measured against what the
-    planner may do; the defaults are the unconstrained optimum's."""
-
-    fixed: frozenset[str] = frozenset()
-    """Pods that stay where they are: those the policy protects, which no plan may move."""
-    soft_spread_hard: bool = False
-    """ScheduleAnyway spread counted as hard, as the planner counts it by default."""
-    spread_floor: tuple[int, int] | None = None
-    """(level index, domains): a workload in several domains of the level keeps at least this
-    many (or all it has, if fewer), the planner's HA floor."""
-    floor_kinds: frozenset[str] = frozenset()
-    """The workload kinds the floor holds for."""
-
-
 def solve(
     snapshot: Snapshot,
     topology: Topology,
     rates: dict[tuple[str, str], float],
     scenario: Scenario,
-    rules: Rules = Rules(),
+    rules: Rules | None = None,
 ) -> Optimum | None:
     """The optimum for the pods placed now under `rules`, or None when it is too large or not
     proven."""
+    rules = rules or Rules()
     allowed = _allowed_nodes(snapshot)
     for key in rules.fixed & allowed.keys():
         allowed[key] = [node for node in allowed[key] if node == snapshot.pods[key].node_name]
@@ -88,8 +75,13 @@ def solve(
         return None
     # Moves: pods off their current node, with the cost held at the optimum.
     program.highs.addConstr(cost <= best + max(1e-6, abs(best) * 1e-9))
-    moves = program.minimize(program.moves())
-    return Optimum(best, None if moves is None else round(moves))
+    fewest = program.minimize(program.moves())
+    if fewest is None:
+        return Optimum(best, None)
+    # The program's count lets pods trade places on full nodes; in order, that takes more.
+    movable = {key: nodes for key, nodes in allowed.items() if key not in rules.fixed}
+    in_order = fewest_in_order(snapshot, topology, rates, movable, best)
+    return Optimum(best, max(round(fewest), in_order or 0))
 
 
 def quiet_highs() -> highspy.Highs:

@@ -16,7 +16,8 @@ SimulatedMode = Literal["evict", "migrate"]
 class Optimum:
     weighted_cost: float
     min_moves: int | None
-    """Fewest pods off their current node that reach `weighted_cost`; None if not proven."""
+    """Fewest moves that reach `weighted_cost`: pods off their current node, or on small
+    problems moves made one at a time, each fitting as made; None if not proven."""
     exact: bool = True
     """False: the exact program was out of reach and `weighted_cost` is the domain-level lower
     bound, which no placement goes below, so capture measured against it is conservative."""

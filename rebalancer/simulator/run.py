@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from rebalancer.cluster.model import Pod, Resources
 from rebalancer.cluster.scoring import Steering
 from rebalancer.config.policy import Policy
-from rebalancer.config.resolved import PlanningRules, price_of
+from rebalancer.config.resolved import price_of
 from rebalancer.cost.figures import Figures
 from rebalancer.errors import InputError
 from rebalancer.planning.cycle import (
@@ -23,13 +23,12 @@ from rebalancer.planning.cycle import (
     judge_landings,
     plan_cycle,
     remember,
-    topology_of,
 )
 from rebalancer.planning.landing import expected_landing
-from rebalancer.planning.protections import protection_reason
 from rebalancer.planning.state import PlannerState
 from rebalancer.planning.types import Move
 from rebalancer.simulator.cluster import SimulatedCluster, workload_key
+from rebalancer.simulator.fair import FairProblem, Rules
 from rebalancer.simulator.results import (
     CycleFigures,
     Optimum,
@@ -144,41 +143,22 @@ def _optima(
     period. HiGHS is in the `sim` extra: the controller never needs it."""
     try:
         from rebalancer.simulator.bound import lower_bound  # noqa: PLC0415
-        from rebalancer.simulator.optimum import Rules, solve  # noqa: PLC0415
+        from rebalancer.simulator.optimum import solve  # noqa: PLC0415
     except ImportError:
         raise InputError(
             "simulate --optimum needs the HiGHS solver: pip install 'topology-rebalancer[sim]'"
         ) from None
-    snapshot = cluster.snapshot
-    topology = topology_of(policy, snapshot)
-    rules = PlanningRules.of(policy, topology)
-    indexes = snapshot.indexes()
-    # Pods with no pair above the thresholds are never proposed: the planner leaves them be.
-    judged = scenario.averaged()
-    traffic = cluster.traffic(judged)
-    counted = build_view(policy, snapshot, traffic, topology).cost.locations
-    protected = frozenset(
-        key
-        for key, pod in snapshot.pods.items()
-        if key not in counted or protection_reason(pod, snapshot, indexes, rules) is not None
-    )
-    floor = policy.protections.min_spread
-    fair = Rules(
-        fixed=protected,
-        soft_spread_hard=policy.protections.honor_soft_spread,
-        spread_floor=(rules.spread_level, floor.domains) if floor.domains > 1 else None,
-        floor_kinds=frozenset(floor.kinds),
-    )
-    rates = traffic.rates
+    problem = FairProblem.of(cluster, policy, scenario)
+    snapshot, topology, rates = problem.snapshot, problem.topology, problem.rates
 
     def best(rules: Rules) -> Optimum | None:
-        exact = solve(snapshot, topology, rates, judged, rules)
+        exact = solve(snapshot, topology, rates, problem.judged, rules)
         if exact is not None:
             return exact
         bound = lower_bound(snapshot, topology, rates, rules)
         return None if bound is None else Optimum(bound, None, exact=False)
 
-    constrained, free = best(fair), best(Rules())
+    constrained, free = best(problem.fair), best(Rules())
     if (
         constrained is not None
         and not constrained.exact
@@ -189,6 +169,33 @@ def _optima(
         # a tighter bound than the domain relaxation when that one is loose.
         constrained = Optimum(free.weighted_cost, None, exact=False)
     return constrained, free
+
+
+def bound_within_limits(
+    scenario: Scenario, policy: Policy, *, seed: int, cycles: int, best: float
+) -> float | None:
+    """A cost that no run of `cycles` cycles under the policy's limits goes below, from the
+    placement `simulate` starts at with this seed (`best`: the fair optimum or a bound on it).
+    None where the limits do not bound the pods moved, or no bound within them is in reach."""
+    try:
+        from rebalancer.simulator.bound import budgeted_bound  # noqa: PLC0415
+    except ImportError:
+        raise InputError(
+            "bounds need the HiGHS solver: pip install 'topology-rebalancer[sim]'"
+        ) from None
+    cluster = SimulatedCluster(scenario.in_phase(0), Scheduler(seed))
+    problem = FairProblem.of(cluster, policy, scenario)
+    moves = problem.moves_allowed(policy, cycles)
+    if moves is None:
+        return None
+    before = measure(cluster, policy, problem.judged).weighted_cost
+    if moves == 0:
+        return before
+    scale = max(before - best, 0.0) / moves
+    found = budgeted_bound(
+        problem.snapshot, problem.topology, problem.rates, problem.fair, moves=moves, scale=scale
+    )
+    return None if found is None else max(found, best)  # `best` bounds every run too
 
 
 @dataclass
