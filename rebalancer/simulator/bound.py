@@ -44,9 +44,9 @@ MAX_WHOLE_COUNTS = 4000
 PENALTY_TRIES = 6
 """Programs solved for a bound within a number of moves, each with another penalty per move."""
 MAX_PENALISED_COUNTS = 1000
-"""Past this many counts in one program, no bound within a number of moves is attempted: solved
-six times, large-500's one program of 1,700 took over ten minutes a solve, and its root
-relaxation alone gave no bound above zero."""
+"""Past this many counts in one program, no bound within a number of moves is attempted: it is
+solved `PENALTY_TRIES` times, and a program that large is out of the solver's reach so often,
+while its root relaxation alone is too weak to bound anything (docs/simulator.md)."""
 MAX_EXACT_CLASS = 32
 """Up to this many pods, what a class keeps inside a domain is bounded by a choice of its count
 (n (n - 1) / 2 pairs at most); larger classes by n x each pod's share, which needs no binaries."""
