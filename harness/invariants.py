@@ -184,7 +184,9 @@ class ReadyWatcher:
     least: dict[str, int] = field(default_factory=dict)
     """Deployment -> the fewest Ready pods any sample saw."""
     most: dict[str, int] = field(default_factory=dict)
-    """Deployment -> the most Ready pods any sample saw (a surge's overlap shows here)."""
+    """Deployment -> the most Ready pods any sample or watch event saw (a surge's overlap shows
+    here): counted at each event too, since an overlap shorter than the period, or one whose
+    events a busy test process handles together, falls between samples."""
     relists: int = 0
     """Times the watch ended in an error and the pods were listed again."""
     _ready: dict[str, str] = field(default_factory=dict)
@@ -245,6 +247,8 @@ class ReadyWatcher:
                 self._ready[uid] = key
             else:
                 self._ready.pop(uid, None)
+            count = sum(1 for known in self._ready.values() if known == key)
+            self.most[key] = max(self.most.get(key, count), count)
 
     def _watch(self, deployments: set[str], version: str) -> None:
         core = client.CoreV1Api(self.api)
