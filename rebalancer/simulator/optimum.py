@@ -79,8 +79,7 @@ def solve(
     if fewest is None:
         return Optimum(best, None)
     # The program's count lets pods trade places on full nodes; in order, that takes more.
-    movable = {key: nodes for key, nodes in allowed.items() if key not in rules.fixed}
-    in_order = fewest_in_order(snapshot, topology, rates, movable, best)
+    in_order = fewest_in_order(snapshot, topology, rates, allowed, best)  # fixed: one node
     return Optimum(best, max(round(fewest), in_order or 0))
 
 
