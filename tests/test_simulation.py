@@ -456,6 +456,61 @@ def test_the_domain_bound_never_exceeds_the_exact_optimum(name: str) -> None:
         assert bound == pytest.approx(exact.weighted_cost, rel=1e-6)
 
 
+CHAIN_OVER_ZONES = """
+name: chain-over-zones
+nodes:
+  - {name: a, zone: zone-a, rack: rack-1, cpu: "8", memory: 16Gi}
+  - {name: b, zone: zone-b, rack: rack-1, cpu: "8", memory: 16Gi}
+  - {name: c, zone: zone-c, rack: rack-1, cpu: "8", memory: 16Gi}
+  - {name: d, zone: zone-d, rack: rack-1, cpu: "8", memory: 16Gi}
+workloads:
+  - {name: front, namespace: x, replicas: 3, cpu: "1", memory: 512Mi}
+  - {name: middle, namespace: x, replicas: 3, cpu: "1", memory: 512Mi}
+  - {name: back, namespace: x, replicas: 3, cpu: "1", memory: 512Mi}
+traffic:
+  - {source: x/front, destination: x/middle, routing: even, rate: 36}
+  - {source: x/middle, destination: x/back, routing: even, rate: 18}
+"""
+
+
+@pytest.mark.parametrize("name", ["chatty-pair", "nearly-full", "ha-critical", "training-gang"])
+def test_a_bound_starved_of_work_is_still_a_bound(
+    name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With one branch-and-bound node the whole program proves little, and the pairs of
+    workloads solved alone stand in: their sum never exceeds the exact optimum either."""
+    scenario = load_scenario(SCENARIOS / f"{name}.yaml")
+    cluster = SimulatedCluster(scenario, Scheduler(0))
+    topology = topology_of(DEMO_POLICY, cluster.snapshot)
+    rates = cluster.traffic().rates
+    fair = Rules(soft_spread_hard=True, spread_floor=(0, 2), floor_kinds=frozenset({"Deployment"}))
+    monkeypatch.setattr(bound, "MAX_BRANCH_NODES", 1)
+    for rules in (Rules(), fair):
+        exact = solve(cluster.snapshot, topology, rates, scenario, rules)
+        starved = lower_bound(cluster.snapshot, topology, rates, rules)
+        assert exact is not None and starved is not None
+        assert starved <= exact.weighted_cost + 1e-6
+
+
+def test_where_the_whole_program_runs_out_of_work_the_pairs_of_workloads_bound_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A chain of three services over four like zones, each held in two by the HA floor: the
+    whole program, symmetric in its zones, proves little in one branch-and-bound node, while
+    each pair of services alone closes, and here all pairs can be at their best at once, so
+    their sum is the exact optimum."""
+    scenario = parse_scenario(CHAIN_OVER_ZONES, "chain-over-zones")
+    cluster = SimulatedCluster(scenario, Scheduler(0))
+    topology = topology_of(DEMO_POLICY, cluster.snapshot)
+    rates = cluster.traffic().rates
+    floor = Rules(spread_floor=(0, 2), floor_kinds=frozenset({"Deployment"}))
+    exact = solve(cluster.snapshot, topology, rates, scenario, floor)
+    monkeypatch.setattr(bound, "MAX_BRANCH_NODES", 1)
+    starved = lower_bound(cluster.snapshot, topology, rates, floor)
+    assert exact is not None and exact.weighted_cost > 0
+    assert starved == pytest.approx(exact.weighted_cost)
+
+
 TWO_TENANTS = """
 name: two-tenants
 nodes:

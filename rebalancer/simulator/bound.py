@@ -16,6 +16,11 @@ A large cluster is bounded part by part: pods that no traffic or workload ties t
 solved apart, each part given every domain's whole free room, and the parts' bounds summed. Only
 the sharing of room between parts is relaxed, so the sum is still a bound. One program over
 thousands of pods is out of the solver's reach; the parts of a cluster of tenants are small.
+
+Where a program stops short of its optimum, each talking pair of workloads is also bounded
+alone, and the sum stands if higher: over many like domains the whole program's dual bound
+can stay far below its best placement, while two workloads over a few coarse domains close in a
+few nodes (docs/simulator.md).
 """
 
 from __future__ import annotations
@@ -39,6 +44,9 @@ MAX_DOMAINS = 256
 """The finest level with at most this many domains is the one pods are counted at."""
 MAX_BRANCH_NODES = 2000
 """Work limit of the solver; past it the proven dual bound is taken."""
+MAX_PAIR_BRANCH_NODES = 200
+"""Work limit of one pair's program (`_pairwise`): one with two classes either closes in a few
+nodes or, over many symmetric domains, not in thousands."""
 MAX_WHOLE_COUNTS = 4000
 """Past this many (class, counted domain) counts in one program, the parts are bounded apart."""
 PENALTY_TRIES = 6
@@ -148,21 +156,74 @@ def _penalised(
     total = departures = 0.0
     for program in programs:
         program.add_classes()
-        if program.movable_counts() > max_counts:
+        if program.movable_counts() > max_counts or not program.add_rules():
             return None
-        try:
-            program.add_capacity()
-        except _NoPlacementError:
-            return None
-        program.add_spread(rules.soft_spread_hard)
-        if rules.spread_floor is not None:
-            program.add_floor(*rules.spread_floor, rules.floor_kinds)
         found = program.solve(rates, penalty)
+        if not program.proven and not penalty:
+            # The work ran out: the pairs of workloads, each closed alone, may bound it higher.
+            pairwise = _pairwise(snapshot, topology, rates, rules, program.part)
+            if pairwise is not None and (found is None or pairwise > found[0]):
+                found = pairwise, math.inf
         if found is None:
             return None
         total += found[0]
         departures += found[1]
     return total, departures
+
+
+def _pairwise(
+    snapshot: Snapshot,
+    topology: Topology,
+    rates: dict[tuple[str, str], float],
+    rules: Rules,
+    part: frozenset[str] | None,
+) -> float | None:
+    """The sum over the part's talking pairs of workloads (a workload with itself included) of
+    the least cost of their traffic alone; None if the cluster cannot hold some pair's pods.
+
+    The cost is a sum over these pairs, and any fair placement restricted to a pair's pods is
+    one that pair's program allows (the pair alone is given all the free room), so the sum of
+    the pairs' least costs is a bound. Each pair is counted at every level from the coarsest
+    until one does not close, and its highest bound stands; one with none proven adds nothing,
+    as no cost is below zero."""
+
+    def owner(key: str) -> str:
+        return str(snapshot.pods[key].workload or key)
+
+    pods = snapshot.pods if part is None else part
+    by_pair: dict[tuple[str, str], dict[tuple[str, str], float]] = defaultdict(dict)
+    members: dict[str, set[str]] = defaultdict(set)
+    for (a, b), rate in rates.items():
+        if rate > 0 and a != b and a in pods and b in pods:
+            first, second = sorted((owner(a), owner(b)))
+            by_pair[first, second][a, b] = rate
+    for key in pods:
+        members[owner(key)].add(key)
+    finest = _finest(topology)
+    total = 0.0
+    for (first, second), pair_rates in sorted(by_pair.items()):
+        together = frozenset(members[first] | members[second])
+        best = 0.0
+        for level in range(finest + 1):
+            program = _Bound(
+                snapshot, topology, rules, together, level=level, work=MAX_PAIR_BRANCH_NODES
+            )
+            program.add_classes()
+            if not program.add_rules():
+                return None
+            found = program.solve(pair_rates)
+            if found is not None:
+                best = max(best, found[0])
+            if not program.proven:
+                break  # a finer level, with more domains, closes no sooner
+        total += best
+    return total
+
+
+def _finest(topology: Topology) -> int:
+    """The level pods are counted at: the finest with at most `MAX_DOMAINS` domains."""
+    levels = range(len(topology.levels))
+    return max(i for i in levels if len(topology.domains_at(i)) <= MAX_DOMAINS)
 
 
 def _parts(
@@ -187,7 +248,14 @@ def _parts(
 
 class _Bound:
     def __init__(
-        self, snapshot: Snapshot, topology: Topology, rules: Rules, part: frozenset[str] | None
+        self,
+        snapshot: Snapshot,
+        topology: Topology,
+        rules: Rules,
+        part: frozenset[str] | None,
+        *,
+        level: int | None = None,
+        work: int = MAX_BRANCH_NODES,
     ) -> None:
         self.snapshot = snapshot
         self.part = part
@@ -195,9 +263,8 @@ class _Bound:
         self.topology = topology
         self.rules = rules
         self.highs = quiet_highs()
-        self.highs.setOptionValue("mip_max_nodes", MAX_BRANCH_NODES)
-        levels = range(len(topology.levels))
-        self.level = max(i for i in levels if len(topology.domains_at(i)) <= MAX_DOMAINS)
+        self.highs.setOptionValue("mip_max_nodes", work)
+        self.level = _finest(topology) if level is None else level
         self.domains = {i: topology.domains_at(i) for i in range(self.level + 1)}
         self.home: dict[str, Domain] = {}
         """Node -> its counted-level domain, for nodes with every level down to it known."""
@@ -207,6 +274,8 @@ class _Bound:
         self.classes: list[_Class] = []
         self.class_of: dict[str, int] = {}
         self.choices: dict[tuple[int, Domain], list[Any] | None] = {}
+        self.proven = False
+        """Whether the last solve proved its optimum, not only a bound on it."""
 
     def counts(self) -> int:
         """How many (class, domain) counts the program would have, before building it: its size
@@ -254,6 +323,18 @@ class _Bound:
         for pod in item.pods:
             self.class_of[pod] = len(self.classes) - 1
         return item
+
+    def add_rules(self) -> bool:
+        """Capacity, spread and the HA floor, as the planner obeys them; False if the cluster
+        has no room for a class."""
+        try:
+            self.add_capacity()
+        except _NoPlacementError:
+            return False
+        self.add_spread(self.rules.soft_spread_hard)
+        if self.rules.spread_floor is not None:
+            self.add_floor(*self.rules.spread_floor, self.rules.floor_kinds)
+        return True
 
     def add_capacity(self) -> None:
         """Each domain holds what its nodes have free of the fixed pods, summed per resource,
@@ -386,6 +467,7 @@ class _Bound:
                 cost.append(step * (pair.rate - sum(kept.values())))
         moved = self.departures() if penalty else 0
         objective = (sum(cost) if cost else 0.0) + penalty * moved
+        self.proven = True
         if isinstance(objective, float | int):  # every pod of it stays where it runs
             return max(float(objective), 0.0), float(moved)
         self.highs.minimize(objective)
@@ -397,6 +479,7 @@ class _Bound:
             counted = float(self.highs.val(moved)) if solved else math.inf
         if self.highs.getModelStatus() == highspy.HighsModelStatus.kOptimal:
             return max(float(info.objective_function_value), 0.0), counted
+        self.proven = False
         bound = float(info.mip_dual_bound)
         return (max(bound, 0.0), counted) if math.isfinite(bound) else None
 
