@@ -20,13 +20,9 @@ from harness.invariants import undoing_moves
 from rebalancer.config.policy import parse_policy
 from rebalancer.planning.state import remembered
 from rebalancer.simulator.results import CycleFigures, Optimum, SimulationResult, result_json
-from rebalancer.simulator.run import (
-    DEFAULT_POLICY,
-    bound_within_limits,
-    naive_baseline,
-    simulate,
-)
+from rebalancer.simulator.run import DEFAULT_POLICY, simulate
 from rebalancer.simulator.scenario import Scenario, load_scenario
+from rebalancer.simulator.yardsticks import bound_within_limits, naive_baseline
 
 UNPACED = """
 persistence: {cycles: 1, undo_cycles: 1}

@@ -17,8 +17,9 @@ from rebalancer.config.policy import Policy, parse_policy
 from rebalancer.config.resolved import price_of
 from rebalancer.planning.cycle import routing_advice, service_calls, topology_of
 from rebalancer.simulator.cluster import SimulatedCluster
+from rebalancer.simulator.measures import measure
 from rebalancer.simulator.results import SimulationResult
-from rebalancer.simulator.run import DEFAULT_POLICY, measure, simulate
+from rebalancer.simulator.run import DEFAULT_POLICY, simulate
 from rebalancer.simulator.scenario import load_scenario
 from rebalancer.simulator.scheduler import Scheduler
 

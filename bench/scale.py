@@ -28,6 +28,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -40,9 +41,9 @@ from rebalancer.clients.inputs import RecordedAnswer, TrafficInput
 from rebalancer.cluster.model import Snapshot
 from rebalancer.cluster.parse import decode_snapshot
 from rebalancer.cluster.topology import Topology
+from rebalancer.config.pacing import Limits
 from rebalancer.config.policy import Policy, parse_policy
 from rebalancer.config.resolved import PlanningRules, price_of
-from rebalancer.config.sections import Limits
 from rebalancer.cost.figures import Figures
 from rebalancer.cost.routing import RoutingAdvice, changes
 from rebalancer.planning.cycle import (
@@ -126,7 +127,7 @@ def measure_cycle(
     candidates: list[Candidate] = []
     for config in policy.strategies:
         strategy = STRATEGIES[config.name].build(config.args)
-        candidates += stages.run(f"strategy {config.name}", lambda s=strategy: s.propose(view))
+        candidates += stages.run(f"strategy {config.name}", partial(strategy.propose, view))
 
     rules = PlanningRules.of(policy, view.topology)
     jobs: dict[str, Job] = {}

@@ -40,15 +40,13 @@ from harness.process import Component, free_port, spawn, stopped_by_signals, wai
 from harness.prometheus import PrometheusServer
 from rebalancer.clients.kube_api import list_raw
 from rebalancer.errors import InputError
+from rebalancer.simulator.objects import node_object, service_objects, workload_objects
 from rebalancer.simulator.scenario import (
     LevelName,
     Scenario,
     WorkloadSpec,
     in_domain,
     load_scenario,
-    node_object,
-    service_objects,
-    workload_objects,
 )
 
 BUILD_SCRIPT = REPO / "tools" / "build-test-binaries.sh"

@@ -25,14 +25,8 @@ from prometheus_client.registry import Collector
 
 from rebalancer.clients.kube_api import list_raw
 from rebalancer.errors import SourceUnavailableError
-from rebalancer.simulator.scenario import (
-    LEVEL_LABELS,
-    PlacedPod,
-    Scenario,
-    load_scenario,
-    pair_rates,
-    rank_of,
-)
+from rebalancer.simulator.scenario import LEVEL_LABELS, Scenario, load_scenario
+from rebalancer.simulator.traffic_model import PlacedPod, pair_rates, rank_of
 
 Pair = tuple[str, str]
 """Source and destination, each "namespace/name" of a pod (Hubble) or a workload (Istio)."""

@@ -19,7 +19,8 @@ from harness.cluster import is_ready
 from rebalancer.clients.kube_api import list_raw, list_with_version
 from rebalancer.errors import SourceUnavailableError
 from rebalancer.planning.state import RecentMove
-from rebalancer.simulator.scenario import LEVEL_LABELS, Scenario, domain_counts
+from rebalancer.simulator.measures import domain_counts
+from rebalancer.simulator.scenario import LEVEL_LABELS, Scenario
 
 
 def undoing_moves(

@@ -9,8 +9,8 @@ import pytest
 from harness import builders as b
 from rebalancer.cluster.model import Snapshot
 from rebalancer.cluster.topology import Domain
+from rebalancer.config.pacing import Cooldown
 from rebalancer.config.resolved import PlanningRules
-from rebalancer.config.sections import Cooldown
 from rebalancer.planning.cycle import build_view, plan_cycle, propose
 from rebalancer.planning.planner import plan
 from rebalancer.planning.state import PlannerState, RecentMove, streak_key

@@ -7,14 +7,9 @@ from pathlib import Path
 import pytest
 
 from rebalancer.errors import InputError
-from rebalancer.simulator.scenario import (
-    PlacedPod,
-    load_scenario,
-    node_object,
-    pair_rates,
-    parse_scenario,
-    workload_objects,
-)
+from rebalancer.simulator.objects import node_object, workload_objects
+from rebalancer.simulator.scenario import load_scenario, parse_scenario
+from rebalancer.simulator.traffic_model import PlacedPod, pair_rates
 
 EXAMPLES = Path(__file__).parent.parent / "examples" / "scenarios"
 BASE = "name: t\nworkloads: [{name: a, replicas: 2}, {name: b, replicas: 2}]\n"

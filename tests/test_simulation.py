@@ -17,27 +17,25 @@ from rebalancer.cli import main
 from rebalancer.cluster.model import Pod
 from rebalancer.cluster.scoring import Steering
 from rebalancer.cluster.topology import ZONE_LABEL, Domain
+from rebalancer.config.modes import Evict
+from rebalancer.config.pacing import Persistence
 from rebalancer.config.policy import Policy, load_policy, parse_policy
-from rebalancer.config.sections import Evict, Persistence
 from rebalancer.planning.cycle import topology_of
 from rebalancer.planning.state import remembered
 from rebalancer.planning.types import Move
 from rebalancer.simulator import bound, optimum, sequence
+from rebalancer.simulator.acting import Acting
 from rebalancer.simulator.bound import budgeted_bound, lower_bound
 from rebalancer.simulator.cluster import SimulatedCluster
 from rebalancer.simulator.fair import FairProblem, Rules
+from rebalancer.simulator.measures import violations
 from rebalancer.simulator.optimum import solve
 from rebalancer.simulator.results import Optimum, SimulatedMode, result_table
-from rebalancer.simulator.run import (
-    DEFAULT_POLICY,
-    _Acting,
-    naive_baseline,
-    simulate,
-    violations,
-)
+from rebalancer.simulator.run import DEFAULT_POLICY, simulate
 from rebalancer.simulator.scenario import load_scenario, parse_scenario
 from rebalancer.simulator.scheduler import Scheduler
 from rebalancer.simulator.sequence import fewest_in_order
+from rebalancer.simulator.yardsticks import naive_baseline
 
 ROOT = Path(__file__).resolve().parents[1]
 SCENARIOS = ROOT / "examples" / "scenarios"
@@ -728,7 +726,7 @@ def test_a_job_s_ranks_evicted_together_are_judged_by_the_pdb_as_the_api_judges_
     ranks = sorted(cluster.snapshot.pods.values(), key=lambda pod: pod.key)
     moves = [rank_move(pod) for pod in ranks[:3]]
     by_key = {workload.key: workload for workload in scenario.workloads}
-    acting = _Acting(cluster, parse_policy(DEFAULT_POLICY, "p"), "migrate", by_key, 0.0)
+    acting = Acting(cluster, parse_policy(DEFAULT_POLICY, "p"), "migrate", by_key, 0.0)
     acting.make(moves)
     assert (len(acting.evicted), acting.refused) == (2, 1)
 

@@ -10,7 +10,7 @@ import pytest
 
 from harness import builders as b
 from rebalancer.clients.surge import NotMadeError, Prepared, SurgeClient, SurgeError
-from rebalancer.config.sections import Surge
+from rebalancer.config.modes import Surge
 from rebalancer.controller.surges import SurgeResult, Surges
 from rebalancer.planning.state import PlannerState
 from rebalancer.planning.surge import NewPod, OldPod, SurgeRecord, SurgeSeen

@@ -16,7 +16,8 @@ from rebalancer.errors import InputError
 from rebalancer.planning.cycle import build_view, plan_cycle
 from rebalancer.planning.planner import plan
 from rebalancer.planning.state import PlannerState, RecentMove
-from rebalancer.planning.target import STRATEGY, Target, proposals, target_placement
+from rebalancer.planning.target import STRATEGY, proposals, target_placement
+from rebalancer.planning.target_search import Target
 from rebalancer.simulator.run import DEFAULT_POLICY, simulate
 from rebalancer.simulator.scenario import load_scenario
 from rebalancer.strategies.framework import Candidate

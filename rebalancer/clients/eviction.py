@@ -21,7 +21,7 @@ from urllib3.exceptions import HTTPError
 
 from rebalancer.clients.events import EventRecorder
 from rebalancer.clients.hints import HintStore
-from rebalancer.config.sections import Migrate
+from rebalancer.config.modes import Migrate
 from rebalancer.errors import SourceUnavailableError
 from rebalancer.planning.landing import Hint, expected_landing
 from rebalancer.planning.types import Move

@@ -10,8 +10,9 @@ the ReplicaSet controller removes the old pod when the Deployment is scaled back
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
+import msgspec
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 from urllib3.exceptions import HTTPError
@@ -19,6 +20,8 @@ from urllib3.exceptions import HTTPError
 from rebalancer.clients.events import EventRecorder
 from rebalancer.clients.hints import HintStore
 from rebalancer.clients.kube_api import ApiClient, list_raw, transport_problem
+from rebalancer.cluster.parse_objects import condition_true, controller_of
+from rebalancer.cluster.wire import WireMetadata, WireStatus
 from rebalancer.errors import SourceUnavailableError
 from rebalancer.planning.surge import (
     DELETION_COST,
@@ -29,6 +32,8 @@ from rebalancer.planning.surge import (
     SurgeSeen,
 )
 from rebalancer.planning.types import Move
+
+T = TypeVar("T")
 
 TEMPLATE_HASH = "pod-template-hash"
 """The label the Deployment controller gives every pod of one ReplicaSet."""
@@ -228,17 +233,22 @@ class SurgeClient:
 
 
 def _controller_name(pod: dict[str, Any]) -> str | None:
-    for owner in pod["metadata"].get("ownerReferences") or ():
-        if owner.get("controller"):
-            return str(owner.get("name"))
-    return None
+    """The name of the pod's controller, read as the parser reads it."""
+    controller = controller_of(_converted(pod, "metadata", WireMetadata))
+    return controller[1] if controller is not None else None
 
 
 def _ready(pod: dict[str, Any]) -> bool:
-    status = pod.get("status") or {}
-    if status.get("phase") != "Running":
-        return False
-    return any(
-        c.get("type") == "Ready" and c.get("status") == "True"
-        for c in status.get("conditions") or ()
-    )
+    """Running and Ready, its conditions read as the parser reads them."""
+    status = _converted(pod, "status", WireStatus)
+    return status.phase == "Running" and condition_true(status, "Ready")
+
+
+def _converted(pod: dict[str, Any], part: str, kind: type[T]) -> T:
+    """A part of a listed pod as the parser reads it; one the API server would never send is a
+    failed call, not a crash of the cycle."""
+    try:
+        return msgspec.convert(pod.get(part) or {}, kind)
+    except msgspec.ValidationError as error:
+        name = (pod.get("metadata") or {}).get("name")
+        raise SurgeError(f"pod {name}: {part}: {error}") from None

@@ -162,7 +162,7 @@ class Pod(msgspec.Struct, frozen=True, gc=False):
     priority_class_name: str = ""
     local_volumes: tuple[str, ...] = ()
     """Names of the volumes whose data lives on the node and goes with the pod, as the cluster
-    autoscaler counts them (`parse.local_volumes`)."""
+    autoscaler counts them (`parse_pods.local_volumes`)."""
     has_pvc: bool = False
     claims: tuple[str, ...] = ()
     """The PersistentVolumeClaims it mounts (not generic ephemeral ones, made afresh with each

@@ -11,7 +11,7 @@ narrower levels, and it is never written into a placement.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Annotated
 
@@ -133,6 +133,15 @@ class Topology:
         if any(value is None for value in prefix):
             return None
         return Domain(level, tuple(value for value in prefix if value is not None))
+
+    def named(self, location: Sequence[str | None]) -> dict[str, str]:
+        """A location, or a domain's key, as the values known by level name, without the levels
+        not in force: how moves are remembered and compared."""
+        return {
+            level.name: value
+            for level, value in zip(self.levels, location, strict=False)
+            if value is not None and value != SHARED
+        }
 
     def domains_at(self, level: int) -> list[Domain]:
         return sorted((d for d in self.nodes_by_domain if d.level == level), key=lambda d: d.key)

@@ -16,23 +16,14 @@ from pydantic import (
     model_validator,
 )
 
+from rebalancer.config.modes import Evict, Migrate
+from rebalancer.config.pacing import Cooldown, Limits, Persistence
+from rebalancer.config.proposals import StrategyConfig, Target, Thresholds
 from rebalancer.config.rates import in_source_unit
-from rebalancer.config.sections import (
-    Cooldown,
-    CrossZonePrice,
-    Evict,
-    Jobs,
-    Limits,
-    Migrate,
-    Persistence,
-    Protections,
-    Routing,
-    Scope,
-    StrategyConfig,
-    Target,
-    Thresholds,
-    TopologyPolicy,
-)
+from rebalancer.config.routing_and_price import CrossZonePrice, Routing
+from rebalancer.config.scope import Protections, Scope
+from rebalancer.config.topology_levels import TopologyPolicy
+from rebalancer.config.training_jobs import Jobs
 from rebalancer.errors import InputError
 from rebalancer.files import parse_yaml_model, read_text
 from rebalancer.strict import Strict

@@ -7,9 +7,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from rebalancer.cluster.topology import Topology
+from rebalancer.config.modes import Surge
+from rebalancer.config.pacing import Limits
 from rebalancer.config.policy import Policy
 from rebalancer.config.rates import BYTES_PER_SECOND, in_source_unit, unit_defaults
-from rebalancer.config.sections import Jobs, Limits, Protections, Scope, Surge
+from rebalancer.config.scope import Protections, Scope
+from rebalancer.config.training_jobs import Jobs
 from rebalancer.cost.figures import Price
 
 

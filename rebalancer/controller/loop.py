@@ -24,29 +24,20 @@ from apscheduler.schedulers.background import BackgroundScheduler
 from apscheduler.triggers.interval import IntervalTrigger
 
 from rebalancer.clients.events import EventRecorder
-from rebalancer.clients.eviction import EvictionExecutor, Outcome, Steering
+from rebalancer.clients.eviction import Outcome
 from rebalancer.clients.hints import HintStore
 from rebalancer.clients.inputs import TrafficInput
 from rebalancer.clients.kube_api import ApiClient
 from rebalancer.clients.prometheus import PrometheusAccess, PrometheusReader
 from rebalancer.clients.routing import RoutingClient
 from rebalancer.clients.stores import ReloadResult
-from rebalancer.clients.surge import SurgeClient
 from rebalancer.cluster.model import Snapshot
 from rebalancer.config.policy import Mode, Policy
+from rebalancer.controller.acting import Actor
 from rebalancer.controller.metrics import ControllerMetrics
-from rebalancer.controller.surges import Surges
 from rebalancer.cost.routing import RoutingAdvice
 from rebalancer.errors import InputError, SourceUnavailableError, one_line
-from rebalancer.planning.cycle import (
-    Acted,
-    CycleOutcome,
-    CycleResult,
-    collector_paused,
-    judge_landings,
-    plan_cycle,
-    remember,
-)
+from rebalancer.planning.cycle import CycleResult, collector_paused, plan_cycle
 from rebalancer.planning.owned_gangs import OwnedGang
 from rebalancer.planning.report import stray_warnings
 from rebalancer.planning.routing import RoutingMemory, routing_actions
@@ -150,7 +141,7 @@ class Controller:
         for mode in get_args(Mode):
             self.metrics.mode.labels(mode).set(1 if mode == policy.mode else 0)
         # First, whatever else fails this cycle: a surge must not be left scaled up.
-        state = self._advance_surges(policy, self.state.load())
+        state = self._actor().advance_surges(policy, self.state.load())
         if policy.mode == "migrate" and self.hints is None:
             return CycleReport("error", "migrate mode needs the webhook (--webhook-port)")
         with collector_paused():  # reading and planning; evicting allocates little
@@ -163,7 +154,7 @@ class Controller:
             if not isinstance(traffic, TrafficFailure):
                 # A skipped cycle acts on nothing, releases included: the landings wait for
                 # the next cycle that may act.
-                state = self._judge_landings(state, snapshot, now, policy)
+                state = self._actor().judge_landings(state, snapshot, now, policy)
             outcome = plan_cycle(policy, snapshot, traffic, state, now=now)
         for line in stray_warnings(outcome.stray_pods):
             _log.warning(line.removeprefix("warning: "))
@@ -181,64 +172,9 @@ class Controller:
             outcome.plan, outcome.today or outcome.plan.before, policy.price.currency
         )
         self._report_owned_gangs(outcome.owned_gangs)
-        outcomes = self._act(outcome, state, policy, now)
+        outcomes = self._actor().act(outcome, state, policy, now)
         self._route(outcome.routing, snapshot, policy, now)
         return CycleReport("ok", outcomes=tuple(outcomes))
-
-    def _act(
-        self, outcome: CycleOutcome, state: PlannerState, policy: Policy, now: float
-    ) -> list[Outcome]:
-        """The plan's moves: evictions first, then surges; the state after them saved."""
-        assert outcome.plan is not None
-        steering = None
-        if policy.mode == "migrate" and self.hints is not None:
-            steering = Steering(self.hints, policy.migrate, self.clock)
-            self._withdraw_orphaned_hints(self.hints, state, now)
-        dry_run = policy.mode == "dry-run"
-        if not dry_run and outcome.plan.moves:
-            # Cooldowns first: if the process dies mid-cycle, a restart must still see every
-            # workload it may have moved as recently moved. A cooldown too many is harmless.
-            self.state.save(outcome.state.record_moves(outcome.plan.moves, now, policy.cooldown))
-        evictions = tuple(move for move in outcome.plan.moves if move.method == "evict")
-        surged = [move for move in outcome.plan.moves if move.method == "surge"]
-        executor = EvictionExecutor(self.api, self.recorder, dry_run=dry_run, steering=steering)
-        outcomes = executor.execute(evictions, still_allowed=self._may_act)
-        # Each surge's steps are saved as they are made, on a state that keeps every move's
-        # cooldown as the first save did (a dry run saves none).
-        started = outcome.state
-        if not dry_run:
-            started = started.record_moves(outcome.plan.moves, now, policy.cooldown)
-        started, surge_outcomes = self._surges(policy, dry_run=dry_run).start(surged, started)
-        outcomes += surge_outcomes
-        for done in outcomes:
-            self.metrics.evictions.labels(done.result, done.move.strategy).inc()
-            _log.info(
-                "%s %s -> %s (%s)",
-                done.result,
-                done.move.pod,
-                " ".join(f"{level}={value}" for level, value in done.move.destination.items()),
-                done.detail or done.move.reason,
-                extra={
-                    "fields": {
-                        "result": done.result,
-                        "pod": done.move.pod,
-                        "target": done.move.destination,
-                        "strategy": done.move.strategy,
-                    }
-                },
-            )
-        acted = [Acted(done.move, done.hint) for done in outcomes if done.result == "evicted"]
-        surges = [done.move for done in outcomes if done.result == "surged"]
-        after = remember(outcome.state, acted, policy, now).record_moves(
-            surges, now, policy.cooldown
-        )
-        # The surges as they stand once started, and the misses and back-off of those that
-        # could not start.
-        backed_off = {m.workload for m in surged if m.workload in started.last_moved}
-        last_moved = {**after.last_moved, **{w: started.last_moved[w] for w in backed_off}}
-        update = {"surges": started.surges, "misses": started.misses, "last_moved": last_moved}
-        self.state.save(after.model_copy(update=update))
-        return outcomes
 
     def settle_surges(self, timeout: float, poll_seconds: float) -> int:
         """Take the surges under way step by step, between cycles and planning nothing more,
@@ -247,28 +183,22 @@ class Controller:
         policy, _reload = self.policies.current()
         deadline = time.monotonic() + timeout
         while True:
-            left = len(self._advance_surges(policy, self.state.load()).surges)
+            left = len(self._actor().advance_surges(policy, self.state.load()).surges)
             if not left or time.monotonic() >= deadline:
                 return left
             time.sleep(poll_seconds)
 
-    def _advance_surges(self, policy: Policy, state: PlannerState) -> PlannerState:
-        if not state.surges or not self._may_act():
-            return state
-        # Surges are real whatever the mode is now: a dry run must still finish or undo them.
-        return self._surges(policy, dry_run=False).advance(state)
-
-    def _surges(self, policy: Policy, *, dry_run: bool) -> Surges:
-        client = SurgeClient(self.api, self.recorder, self.hints, dry_run=dry_run)
-        return Surges(
-            client,
+    def _actor(self) -> Actor:
+        """What the cycle acts with, as the controller holds it now."""
+        return Actor(
+            self.api,
+            self.recorder,
+            self.hints,
             self.state,
-            policy.migrate.surge,
-            self.process,
+            self.metrics,
             self.clock,
-            lambda result: self.metrics.surges.labels(result).inc(),
+            self.process,
             self._may_act,
-            finishing=policy.mode == "migrate" and policy.migrate.method == "surge",
         )
 
     def _report_owned_gangs(self, gangs: tuple[OwnedGang, ...]) -> None:
@@ -325,56 +255,6 @@ class Controller:
         except Exception as error:  # the evictions are done: say it, and go on
             _log.error("routing: unexpected %s: %s", type(error).__name__, one_line(error, 300))
         self.routing_memory = memory
-
-    def _judge_landings(
-        self, state: PlannerState, snapshot: Snapshot, now: float, policy: Policy
-    ) -> PlannerState:
-        state, judged = judge_landings(state, snapshot, now)
-        for item in judged:
-            self.metrics.landings.labels(item.result).inc()
-            _log.info(
-                "%s: replacement %s of %s",
-                item.result,
-                item.pod or "-",
-                item.landing.evicted_pod,
-                extra={
-                    "fields": {
-                        "result": item.result,
-                        "pod": item.pod,
-                        "evicted": item.landing.evicted_pod,
-                        "target": item.landing.hint.domain,
-                    }
-                },
-            )
-            stuck = item.result == "not-scheduled" and item.landing.hint.required and item.pod
-            if stuck and self._may_act():
-                pending = snapshot.pods.get(item.pod)
-                executor = EvictionExecutor(self.api, self.recorder, policy.mode == "dry-run")
-                released = executor.release(item.pod, pending.uid if pending else "")
-                if released is not None:
-                    _log.warning(
-                        "%s, Pending past its required hint's expiry: %s", item.pod, released
-                    )
-        return state
-
-    @staticmethod
-    def _withdraw_orphaned_hints(hints: HintStore, state: PlannerState, now: float) -> None:
-        """A hint is recorded before its eviction and its landing after it, so a controller
-        killed in between leaves a hint that no eviction made a replacement for. Left alone it
-        would steer whichever pod that controller creates next (a scale-up, say), so the first
-        migrate cycle after takes it back."""
-        awaited = [landing.hint for landing in state.landings]
-        surging = {record.hint_owner for record in state.surges}
-        withdrawn = hints.withdraw_unless(
-            lambda hint: hint in awaited or hint.owner in surging, now
-        )
-        for hint in withdrawn:
-            _log.warning(
-                "withdrew a hint for %s/%s %s: its eviction was never recorded",
-                hint.namespace,
-                hint.owner_kind,
-                hint.owner_name,
-            )
 
     def ready(self) -> bool:
         """A standby replica is ready; a leader once a cycle has ended, until `unready_after`

@@ -16,7 +16,7 @@ from typing import Literal, Protocol
 
 from rebalancer.clients.eviction import Outcome
 from rebalancer.clients.surge import NotMadeError, SurgeClient, SurgeError
-from rebalancer.config.sections import Surge
+from rebalancer.config.modes import Surge
 from rebalancer.errors import SourceUnavailableError
 from rebalancer.planning.state import PlannerState
 from rebalancer.planning.surge import (

@@ -9,7 +9,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from rebalancer.cluster.topology import Location, Topology
-from rebalancer.config.sections import Limits
+from rebalancer.config.pacing import Limits
 
 
 @dataclass

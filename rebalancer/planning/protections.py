@@ -5,6 +5,7 @@ strength.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass, field
 
 from rebalancer.cluster.gang_owners import gang_membership
 from rebalancer.cluster.model import (
@@ -13,8 +14,9 @@ from rebalancer.cluster.model import (
     Snapshot,
     SnapshotIndexes,
     Workload,
+    WorkloadRef,
 )
-from rebalancer.cluster.parse import SAFE_TO_EVICT
+from rebalancer.cluster.parse_pods import SAFE_TO_EVICT
 from rebalancer.cluster.selectors import matches_label_selector
 from rebalancer.config.resolved import PlanningRules
 
@@ -126,3 +128,21 @@ def unsettled_reason(pods: Iterable[Pod], workload: Workload | None) -> str | No
     if desired is not None and ready < desired:
         return f"{ready} of {desired} desired replicas Ready"
     return None
+
+
+@dataclass
+class WorkloadSettling:
+    """Each workload's `unsettled_reason`, worked out when a pod of it is first judged: with the
+    default limits a cycle judges a few dozen candidates, and at 100,000 pods a search reaches
+    only part of the cluster, so judging every workload up front would be mostly wasted."""
+
+    snapshot: Snapshot
+    indexes: SnapshotIndexes
+    reasons: dict[WorkloadRef, str | None] = field(default_factory=dict)
+
+    def reason(self, workload: WorkloadRef) -> str | None:
+        if workload not in self.reasons:
+            self.reasons[workload] = unsettled_reason(
+                self.indexes.pods_of(workload), self.snapshot.workloads.get(workload)
+            )
+        return self.reasons[workload]

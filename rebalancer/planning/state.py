@@ -10,7 +10,7 @@ from collections.abc import Iterable
 from pydantic import BaseModel, ConfigDict
 
 from rebalancer.cluster.topology import Domain
-from rebalancer.config.sections import Cooldown
+from rebalancer.config.pacing import Cooldown
 from rebalancer.planning.landing import Judged, Landing
 from rebalancer.planning.surge import SurgeRecord
 from rebalancer.planning.types import Move
@@ -223,6 +223,15 @@ def _count_landing(misses: dict[str, int], workload: str, landed: bool) -> None:
         misses.pop(workload, None)
     else:
         misses[workload] = misses.get(workload, 0) + 1
+
+
+def by_workload(moves: Iterable[RecentMove]) -> dict[str, list[RecentMove]]:
+    """Remembered moves grouped by workload, in the order given: read for every pod judged, so
+    not scanned whole each time."""
+    grouped: dict[str, list[RecentMove]] = {}
+    for move in moves:
+        grouped.setdefault(move.workload, []).append(move)
+    return grouped
 
 
 def remembered(move: Move, at: float) -> RecentMove:

@@ -19,21 +19,22 @@ from rebalancer.cluster.model import Pod, Snapshot
 from rebalancer.cluster.parse import parse_items
 from rebalancer.cluster.scoring import Steering
 from rebalancer.cluster.topology import ZONE_LABEL
+from rebalancer.simulator.objects import node_object, workload_objects
 from rebalancer.simulator.scenario import (
-    COMPLETION_INDEX,
     HOST_LABEL,
     LEVEL_LABELS,
     LevelName,
-    PlacedPod,
     Scenario,
     WorkloadSpec,
-    node_object,
+)
+from rebalancer.simulator.scheduler import Scheduler
+from rebalancer.simulator.traffic_model import (
+    COMPLETION_INDEX,
+    PlacedPod,
     pair_rates,
     rank_of,
     services,
-    workload_objects,
 )
-from rebalancer.simulator.scheduler import Scheduler
 from rebalancer.traffic.model import PodTraffic
 
 

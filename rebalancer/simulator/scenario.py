@@ -2,23 +2,19 @@
 
 The same file drives the local control plane (the harness turns it into real API objects and its
 exporter into traffic) and the simulator, so a scenario tested on one is the scenario measured on
-the other. The traffic model is pure: given where pods run now, it says what flows between them,
-following each pair's routing, which is what makes it ground truth when pods move.
+the other. This is the format alone: a scenario's API objects are made in objects.py, and its
+traffic, given where pods run, in traffic_model.py.
 """
 
 from __future__ import annotations
 
-import re
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from rebalancer.cluster.model import Endpoint, Service
 from rebalancer.cluster.topology import ZONE_LABEL
-from rebalancer.cost.kube_proxy import Chooser, distribution_of, hinted
 from rebalancer.files import parse_yaml_model, read_text
 
 RACK_LABEL = "topology.kubernetes.io/rack"
@@ -26,7 +22,6 @@ HOST_LABEL = "kubernetes.io/hostname"
 LevelName = Literal["zone", "rack", "host"]
 LEVEL_LABELS: dict[LevelName, str] = {"zone": ZONE_LABEL, "rack": RACK_LABEL, "host": HOST_LABEL}
 _NAME = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
-_ORDINAL = re.compile(r"-(\d+)$")
 
 Name = Annotated[str, Field(pattern=_NAME, max_length=50)]
 
@@ -59,6 +54,16 @@ class NodeSpec(_Strict):
     pods: Annotated[int, Field(ge=1)] = 110
     extended: dict[str, str] = Field(default_factory=dict)
     labels: dict[str, str] = Field(default_factory=dict)
+
+    @property
+    def node_labels(self) -> dict[str, str]:
+        """The node's labels: its hostname, the spec's own, then its zone and rack."""
+        labels = {HOST_LABEL: self.name, **self.labels}
+        if self.zone is not None:
+            labels[ZONE_LABEL] = self.zone
+        if self.rack is not None:
+            labels[RACK_LABEL] = self.rack
+        return labels
 
 
 class PdbSpec(_Strict):
@@ -163,11 +168,11 @@ class TrafficSpec(_Strict):
     @property
     def through_service(self) -> bool:
         """Calls from one workload to another through its Service (not peers within one)."""
-        return self.routing == "even" and _qualified(self.source) != _qualified(self.destination)
+        return self.routing == "even" and qualified(self.source) != qualified(self.destination)
 
     @model_validator(mode="after")
     def _pairs_differ(self) -> TrafficSpec:
-        same = _qualified(self.source) == _qualified(self.destination)
+        same = qualified(self.source) == qualified(self.destination)
         if self.routing == "pinned" and same:
             raise ValueError("routing pinned pairs each pod with itself: use ring or even")
         if self.routing == "ring" and not same:
@@ -200,7 +205,7 @@ class Scenario(_Strict):
             flows += [(f"traffic_phases.{phase}.{i}", f) for i, f in enumerate(phase_flows)]
         for where, flow in flows:
             for end in ("source", "destination"):
-                if _qualified(getattr(flow, end)) not in keys:
+                if qualified(getattr(flow, end)) not in keys:
                     raise ValueError(f"{where}.{end}: no workload {getattr(flow, end)!r}")
         if isinstance(self.nodes, tuple):
             names = [n.name for n in self.nodes]
@@ -225,8 +230,7 @@ class Scenario(_Strict):
     def daemon_nodes(self, workload: WorkloadSpec) -> list[str]:
         """The nodes a DaemonSet runs a pod on: those its node_selector allows."""
         selector = workload.node_selector.items()
-        nodes = (node_object(spec)["metadata"] for spec in self.node_specs())
-        return [node["name"] for node in nodes if selector <= node["labels"].items()]
+        return [spec.name for spec in self.node_specs() if selector <= spec.node_labels.items()]
 
     def averaged(self) -> Scenario:
         """The scenario with its phases' traffic averaged over a period (itself without
@@ -268,11 +272,16 @@ class Scenario(_Strict):
         ]
 
     def workload(self, reference: str) -> WorkloadSpec:
-        key = _qualified(reference)
+        key = qualified(reference)
         return next(w for w in self.workloads if w.key == key)
 
+    def served(self) -> set[str]:
+        """The workloads called through a Service."""
+        return {qualified(flow.destination) for flow in self.traffic if flow.through_service}
 
-def _qualified(reference: str) -> str:
+
+def qualified(reference: str) -> str:
+    """namespace/name of a workload reference: its namespace is default unless given."""
     return reference if "/" in reference else f"default/{reference}"
 
 
@@ -284,310 +293,6 @@ def load_scenario(path: Path) -> Scenario:
     return parse_scenario(read_text(path, "scenario"), str(path))
 
 
-# --- Kubernetes objects ---------------------------------------------------------------------
-
-
-def domain_counts(
-    label: str, nodes: Iterable[Mapping[str, str]], placed: Iterable[Mapping[str, str]]
-) -> dict[str, int]:
-    """Pods per domain of `label`: every domain some node is in, 0 where no pod runs. `placed`
-    holds the labels of each pod's node; a node without the label counts in no domain."""
-    counts = {labels[label]: 0 for labels in nodes if label in labels}
-    for labels in placed:
-        if label in labels:
-            counts[labels[label]] = counts.get(labels[label], 0) + 1
-    return counts
-
-
 def in_domain(labels: Mapping[str, str], domain: Mapping[LevelName, str]) -> bool:
     """Whether a node with these labels lies in a {level: value} domain such as start_in."""
     return all(labels.get(LEVEL_LABELS[level]) == value for level, value in domain.items())
-
-
-def node_object(spec: NodeSpec) -> dict[str, Any]:
-    labels = {HOST_LABEL: spec.name, **spec.labels}
-    allocatable = {"cpu": spec.cpu, "memory": spec.memory, "pods": str(spec.pods), **spec.extended}
-    if spec.zone is not None:
-        labels[ZONE_LABEL] = spec.zone
-    if spec.rack is not None:
-        labels[RACK_LABEL] = spec.rack
-    return {
-        "apiVersion": "v1",
-        "kind": "Node",
-        "metadata": {"name": spec.name, "labels": labels},
-        "status": {"allocatable": allocatable},
-    }
-
-
-def _pod_template(workload: WorkloadSpec) -> dict[str, Any]:
-    labels = {**workload.labels, "app": workload.name}
-    requests = {"cpu": workload.cpu, "memory": workload.memory, **workload.extended}
-    resources: dict[str, Any] = {"requests": requests}
-    if workload.extended:  # extended resources must be given as limits too, equal
-        resources["limits"] = dict(workload.extended)
-    spec: dict[str, Any] = {
-        "containers": [
-            {
-                "name": "main",
-                "image": "registry.invalid/fake:1",  # kwok runs no containers; never pulled
-                "resources": resources,
-            }
-        ],
-        "terminationGracePeriodSeconds": 0,
-    }
-    if workload.node_selector:
-        spec["nodeSelector"] = dict(workload.node_selector)
-    if workload.spread:
-        spec["topologySpreadConstraints"] = [
-            {
-                "maxSkew": spread.max_skew,
-                "topologyKey": LEVEL_LABELS[spread.level],
-                "whenUnsatisfiable": "DoNotSchedule" if spread.hard else "ScheduleAnyway",
-                "labelSelector": {"matchLabels": {"app": workload.name}},
-            }
-            for spread in workload.spread
-        ]
-    if workload.kind == "Job":
-        spec["restartPolicy"] = "Never"
-    if workload.priority_class:
-        spec["priorityClassName"] = workload.priority_class
-    volumes = [
-        _volume(workload, name, kind)
-        for name, kind in workload.volumes.items()
-        if not (kind == "persistent" and workload.kind == "StatefulSet")  # its claim templates
-    ]
-    if volumes:
-        spec["volumes"] = volumes
-    metadata: dict[str, Any] = {"labels": labels}
-    if workload.annotations:
-        metadata["annotations"] = dict(workload.annotations)
-    return {"metadata": metadata, "spec": spec}
-
-
-def _volume(workload: WorkloadSpec, name: str, kind: VolumeKind) -> dict[str, Any]:
-    if kind == "emptyDir":
-        return {"name": name, "emptyDir": {}}
-    if kind == "memory":
-        return {"name": name, "emptyDir": {"medium": "Memory"}}
-    if kind == "hostPath":
-        return {"name": name, "hostPath": {"path": f"/var/lib/{workload.name}/{name}"}}
-    return {"name": name, "persistentVolumeClaim": {"claimName": f"{workload.name}-{name}"}}
-
-
-def workload_objects(workload: WorkloadSpec) -> list[dict[str, Any]]:
-    """The workload and its PDB, as the API server takes them."""
-    metadata = {"name": workload.name, "namespace": workload.namespace}
-    selector = {"matchLabels": {"app": workload.name}}
-    template = _pod_template(workload)
-    if workload.kind == "Job":
-        body: dict[str, Any] = {
-            "apiVersion": "batch/v1",
-            "kind": "Job",
-            "metadata": metadata,
-            "spec": {
-                "parallelism": workload.replicas,
-                "completions": workload.replicas,
-                "completionMode": "Indexed",
-                "backoffLimit": 1000,
-                "template": template,
-            },
-        }
-    elif workload.kind == "DaemonSet":
-        body = {
-            "apiVersion": "apps/v1",
-            "kind": "DaemonSet",
-            "metadata": metadata,
-            "spec": {"selector": selector, "template": template},
-        }
-    else:
-        body = {
-            "apiVersion": "apps/v1",
-            "kind": workload.kind,
-            "metadata": metadata,
-            "spec": {"replicas": workload.replicas, "selector": selector, "template": template},
-        }
-        if workload.kind == "StatefulSet":
-            body["spec"]["serviceName"] = workload.name
-            body["spec"]["podManagementPolicy"] = "Parallel"
-            claims = [name for name, kind in workload.volumes.items() if kind == "persistent"]
-            if claims:
-                body["spec"]["volumeClaimTemplates"] = [
-                    {
-                        "metadata": {"name": name},
-                        "spec": {
-                            "accessModes": ["ReadWriteOnce"],
-                            "resources": {"requests": {"storage": "1Gi"}},
-                        },
-                    }
-                    for name in claims
-                ]
-    objects = [body]
-    if workload.pdb is not None:
-        budget: dict[str, Any] = {"selector": selector}
-        if workload.pdb.min_available is not None:
-            budget["minAvailable"] = workload.pdb.min_available
-        else:
-            budget["maxUnavailable"] = workload.pdb.max_unavailable
-        objects.append(
-            {
-                "apiVersion": "policy/v1",
-                "kind": "PodDisruptionBudget",
-                "metadata": metadata,
-                "spec": budget,
-            }
-        )
-    return objects
-
-
-# --- The traffic model -------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class PlacedPod:
-    key: str
-    """namespace/name"""
-    workload: str
-    """namespace/name of the scenario workload"""
-    zone: str | None
-    rank: int | None = None
-    """The pod's fixed place in its workload, which a replacement inherits: an indexed Job's
-    completion index (as a training job's ranks are). None: the name's ordinal, if any."""
-    node: str | None = None
-
-
-COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"
-
-
-def rank_of(annotations: Mapping[str, str]) -> int | None:
-    value = annotations.get(COMPLETION_INDEX, "")
-    return int(value) if value.isdigit() else None
-
-
-def _ordinal_order(pods: Iterable[PlacedPod]) -> list[PlacedPod]:
-    """Ranks, else StatefulSet ordinals when the names carry them, else by name: stable across
-    cycles, and a replacement takes the place of the pod it replaced, so a ring keeps its order."""
-
-    def order(pod: PlacedPod) -> tuple[int, str]:
-        if pod.rank is not None:
-            return (pod.rank, pod.key)
-        match = _ORDINAL.search(pod.key)
-        return (int(match.group(1)) if match else 0, pod.key)
-
-    return sorted(pods, key=order)
-
-
-def service_endpoints(
-    servers: Iterable[PlacedPod], distribution: str | None
-) -> tuple[Endpoint, ...]:
-    """The endpoints of the Service in front of these pods, each ready (a placed pod runs), with
-    the hints the EndpointSlice controller writes for `distribution`."""
-    endpoints = [Endpoint(pod.key, pod.node, pod.zone, True, True, False) for pod in servers]
-    return hinted(endpoints, distribution_of(distribution))
-
-
-def _by_workload(pods: Iterable[PlacedPod]) -> dict[str, list[PlacedPod]]:
-    grouped: dict[str, list[PlacedPod]] = {}
-    for pod in pods:
-        grouped.setdefault(pod.workload, []).append(pod)
-    return grouped
-
-
-def _routing(
-    scenario: Scenario, distributions: Mapping[str, str | None] | None
-) -> dict[str, str | None]:
-    """Each workload's Service's trafficDistribution: the scenario's, or a change made since."""
-    routed: dict[str, str | None] = {w.key: w.traffic_distribution for w in scenario.workloads}
-    routed.update(distributions or {})
-    return routed
-
-
-def services(
-    scenario: Scenario,
-    pods: Iterable[PlacedPod],
-    distributions: Mapping[str, str | None] | None = None,
-) -> dict[str, Service]:
-    """The Service in front of each workload another one calls, by its key (the workload's),
-    with its endpoints and their hints as the EndpointSlice controller keeps them."""
-    served = _served(scenario)
-    by_workload = _by_workload(pods)
-    routed = _routing(scenario, distributions)
-    found = {}
-    for workload in scenario.workloads:
-        if workload.key not in served:
-            continue
-        distribution = routed[workload.key]
-        found[workload.key] = Service(
-            namespace=workload.namespace,
-            name=workload.name,
-            selector={"app": workload.name},
-            traffic_distribution=distribution,
-            internal_traffic_policy="Cluster",
-            annotations={},
-            endpoints=service_endpoints(by_workload.get(workload.key, []), distribution),
-        )
-    return found
-
-
-def _served(scenario: Scenario) -> set[str]:
-    """The workloads called through a Service."""
-    return {_qualified(flow.destination) for flow in scenario.traffic if flow.through_service}
-
-
-def service_objects(scenario: Scenario) -> list[dict[str, Any]]:
-    """The Service in front of each workload called through one, as the API server takes it."""
-    served = _served(scenario)
-    objects = []
-    for workload in scenario.workloads:
-        if workload.key not in served:
-            continue
-        spec: dict[str, Any] = {"selector": {"app": workload.name}, "ports": [{"port": 80}]}
-        if workload.traffic_distribution is not None:
-            spec["trafficDistribution"] = workload.traffic_distribution
-        metadata = {"name": workload.name, "namespace": workload.namespace}
-        objects.append({"apiVersion": "v1", "kind": "Service", "metadata": metadata, "spec": spec})
-    return objects
-
-
-def pair_rates(
-    scenario: Scenario,
-    pods: Iterable[PlacedPod],
-    distributions: Mapping[str, str | None] | None = None,
-) -> dict[tuple[str, str], float]:
-    """(source pod, destination pod) -> rate, for the pods running now. `distributions`: the
-    trafficDistribution of a workload's Service where it differs from the scenario's (a routing
-    change made during the run)."""
-    by_workload = _by_workload(pods)
-    rates: dict[tuple[str, str], float] = {}
-
-    def add(source: PlacedPod, destination: PlacedPod, rate: float) -> None:
-        if source.key != destination.key:
-            pair = (source.key, destination.key)
-            rates[pair] = rates.get(pair, 0.0) + rate
-
-    routed = _routing(scenario, distributions)
-    for flow in scenario.traffic:
-        clients = _ordinal_order(by_workload.get(_qualified(flow.source), []))
-        servers = _ordinal_order(by_workload.get(_qualified(flow.destination), []))
-        if not clients or not servers:
-            continue
-        per_client = flow.rate / len(clients)
-        destination = _qualified(flow.destination)
-        through_service = flow.through_service
-        if through_service:
-            endpoints = service_endpoints(servers, routed.get(destination))
-            pick = Chooser(endpoints, local_only=False)
-            by_key = {pod.key: pod for pod in servers}
-        for index, client_pod in enumerate(clients):
-            if flow.routing == "pinned":
-                add(client_pod, servers[index % len(servers)], per_client)
-                continue
-            if flow.routing == "ring":
-                add(client_pod, servers[(index + 1) % len(servers)], per_client)
-                continue
-            targets = servers
-            if through_service:
-                near = pick(client_pod.node, client_pod.zone)
-                targets = [by_key[endpoints[i].pod or ""] for i in near]
-            for server in targets:
-                add(client_pod, server, per_client / len(targets))
-    return rates

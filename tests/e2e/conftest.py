@@ -7,7 +7,8 @@ from collections.abc import Iterator
 import pytest
 
 from harness.cluster import LocalCluster, local_cluster
-from rebalancer.simulator.scenario import NodeGrid, Scenario, node_object
+from rebalancer.simulator.objects import node_object
+from rebalancer.simulator.scenario import NodeGrid, Scenario
 
 GRID = NodeGrid(zones=3, racks_per_zone=2, nodes_per_rack=2, cpu="8", memory="32Gi")
 

@@ -23,7 +23,8 @@ from rebalancer.clients.stores import ConfigMapState
 from rebalancer.clients.watch_cache import WatchCache
 from rebalancer.cluster.topology import ZONE_LABEL
 from rebalancer.planning.types import Move
-from rebalancer.simulator.scenario import WorkloadSpec, parse_scenario, workload_objects
+from rebalancer.simulator.objects import workload_objects
+from rebalancer.simulator.scenario import WorkloadSpec, parse_scenario
 from tests.e2e.setups import Setup, before_executing, split_pair_setup
 
 pytestmark = pytest.mark.e2e

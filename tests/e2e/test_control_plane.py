@@ -12,7 +12,8 @@ from harness.process import wait_until
 from rebalancer.clients.kube_api import list_raw, read_snapshot
 from rebalancer.cluster.fit import Occupancy, rejection
 from rebalancer.cluster.model import Resources
-from rebalancer.simulator.scenario import PdbSpec, WorkloadSpec, workload_objects
+from rebalancer.simulator.objects import workload_objects
+from rebalancer.simulator.scenario import PdbSpec, WorkloadSpec
 
 pytestmark = pytest.mark.e2e
 

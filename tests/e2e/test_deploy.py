@@ -38,7 +38,8 @@ from rebalancer.cost.routing import ROUTING_ANNOTATION
 from rebalancer.planning.routing import RoutingChange
 from rebalancer.planning.surge import DELETION_COST, LOWEST_COST, surge_record
 from rebalancer.planning.types import Move
-from rebalancer.simulator.scenario import WorkloadSpec, workload_objects
+from rebalancer.simulator.objects import workload_objects
+from rebalancer.simulator.scenario import WorkloadSpec
 from tests.conftest import LIVE_POLICY_YAML
 from tests.e2e.setups import migrate_cycle_as
 

@@ -17,7 +17,8 @@ from prometheus_client import CollectorRegistry
 from harness.cluster import LocalCluster
 from harness.process import wait_until
 from harness.prometheus import PrometheusServer
-from rebalancer.simulator.scenario import NodeSpec, node_object, parse_scenario, workload_objects
+from rebalancer.simulator.objects import node_object, workload_objects
+from rebalancer.simulator.scenario import NodeSpec, parse_scenario
 from tests.e2e.setups import (
     Setup,
     landing_skips,

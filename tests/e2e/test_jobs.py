@@ -41,7 +41,8 @@ from rebalancer.controller.metrics import ControllerMetrics
 from rebalancer.planning.cycle import plan_cycle
 from rebalancer.planning.landing import COMPLETION_INDEX
 from rebalancer.planning.state import PlannerState
-from rebalancer.simulator.scenario import RACK_LABEL, NodeSpec, node_object
+from rebalancer.simulator.objects import node_object
+from rebalancer.simulator.scenario import RACK_LABEL, NodeSpec
 from rebalancer.webhook.server import WebhookServer
 from tests.conftest import LIVE_POLICY_YAML
 from tests.e2e.setups import acting_policy, serving_webhook

@@ -26,7 +26,8 @@ from rebalancer.controller.loop import Controller
 from rebalancer.controller.metrics import ControllerMetrics
 from rebalancer.planning.landing import Hint, Landing
 from rebalancer.planning.state import PlannerState
-from rebalancer.simulator.scenario import PdbSpec, WorkloadSpec, parse_scenario, workload_objects
+from rebalancer.simulator.objects import workload_objects
+from rebalancer.simulator.scenario import PdbSpec, WorkloadSpec, parse_scenario
 from rebalancer.webhook.server import WebhookServer
 from tests.conftest import LIVE_POLICY_YAML, split_pair_scenario
 from tests.e2e.setups import serving_webhook, steering_controller, zones_of

@@ -18,7 +18,8 @@ from harness.cluster import LocalCluster
 from harness.process import wait_until
 from harness.prometheus import PrometheusServer
 from rebalancer.config.policy import parse_policy
-from rebalancer.simulator.scenario import NodeSpec, node_object, parse_scenario, workload_objects
+from rebalancer.simulator.objects import node_object, workload_objects
+from rebalancer.simulator.scenario import NodeSpec, parse_scenario
 from rebalancer.webhook.server import WebhookServer
 from tests.conftest import LIVE_POLICY_YAML
 from tests.e2e.setups import (

@@ -14,7 +14,8 @@ from rebalancer.clients.watch_cache import WatchCache
 from rebalancer.cluster.model import Endpoint, Service
 from rebalancer.cluster.topology import ZONE_LABEL
 from rebalancer.cost.kube_proxy import distribution_of, hinted
-from rebalancer.simulator.scenario import WorkloadSpec, workload_objects
+from rebalancer.simulator.objects import workload_objects
+from rebalancer.simulator.scenario import WorkloadSpec
 
 pytestmark = pytest.mark.e2e
 

@@ -23,7 +23,8 @@ from rebalancer.clients.hints import HintStore
 from rebalancer.clients.kube_api import list_raw
 from rebalancer.cluster.topology import ZONE_LABEL
 from rebalancer.planning.landing import Hint
-from rebalancer.simulator.scenario import WorkloadSpec, workload_objects
+from rebalancer.simulator.objects import workload_objects
+from rebalancer.simulator.scenario import WorkloadSpec
 from rebalancer.webhook.server import WebhookServer
 from rebalancer.webhook.serving_keys import (
     issued_serving_keys,
