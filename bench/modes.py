@@ -14,7 +14,8 @@ import tempfile
 from pathlib import Path
 
 from harness.trial import Method, TrialSummary, run_trial, scoped, with_method
-from rebalancer.config.policy import Mode, Policy, load_policy
+from rebalancer.config.policy import Policy, load_policy
+from rebalancer.simulator.results import SimulatedMode
 from rebalancer.simulator.run import simulate
 from rebalancer.simulator.scenario import Scenario, load_scenario
 
@@ -26,7 +27,7 @@ SCENARIOS = {
     "sock-shop": "zone",
 }
 """Each scenario, and the level whose crossing traffic it is about."""
-MODES: tuple[tuple[Mode, Method], ...] = (
+MODES: tuple[tuple[SimulatedMode, Method], ...] = (
     ("evict", "evict"),
     ("migrate", "evict"),
     ("migrate", "surge"),
@@ -35,7 +36,13 @@ MODES: tuple[tuple[Mode, Method], ...] = (
 
 
 def simulated_drop(
-    scenario: Scenario, policy: Policy, mode: Mode, method: Method, *, cycles: int, level: str
+    scenario: Scenario,
+    policy: Policy,
+    mode: SimulatedMode,
+    method: Method,
+    *,
+    cycles: int,
+    level: str,
 ) -> float:
     """The drop the simulator predicts for the same run: its scheduler, its landings."""
     result = simulate(scenario, with_method(policy, method), cycles=cycles, mode=mode, seed=0)

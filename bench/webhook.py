@@ -42,7 +42,7 @@ class NoHints(HintStore):
     def __init__(self) -> None:
         """No API client: nothing is read."""
 
-    def take(self, owner: tuple[str, str, str], now: float) -> Hint | None:
+    def take(self, owner: tuple[str, str, str], now: float, rank: str | None = None) -> Hint | None:
         return None
 
 
@@ -129,8 +129,8 @@ def latencies(port: int, trusted: ssl.SSLContext) -> dict[str, float]:
 
 def main() -> None:
     if sys.argv[1:2] == ["--serve"]:
-        hanging = int(sys.argv[4]) if len(sys.argv) > 4 else None
-        serve(Path(sys.argv[2]), int(sys.argv[3]), hanging)
+        hanging_api = int(sys.argv[4]) if len(sys.argv) > 4 else None
+        serve(Path(sys.argv[2]), int(sys.argv[3]), hanging_api)
         return
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--results", type=Path, default=REPO / "bench" / "results")
