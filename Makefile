@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 # harness/ and bench/ are not packaged: they import from the checkout.
 export PYTHONPATH := $(CURDIR)
 
-.PHONY: test lint demo plan-example bench bench-modes bench-quality bench-routing bench-scale bench-webhook soak prometheus binaries cluster-up cluster-down clean
+.PHONY: test lint module-sizes demo plan-example bench bench-modes bench-quality bench-routing bench-scale bench-webhook soak prometheus binaries cluster-up cluster-down clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -36,11 +36,21 @@ cluster-up: $(STAMP) prometheus binaries
 cluster-down: $(STAMP)
 	$(BIN)/python -m harness.cluster down --workdir $(CLUSTER_DIR)
 
-lint: $(STAMP)
+# A module past this many lines almost always holds more than one job: split it along them.
+MAX_MODULE_LINES := 400
+
+lint: $(STAMP) module-sizes
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 	$(BIN)/lint-imports
+
+module-sizes:
+	@over=$$(find rebalancer -name '*.py' -exec wc -l {} + \
+	  | awk '$$2 != "total" && $$1 > $(MAX_MODULE_LINES) {print "  " $$2 ": " $$1 " lines"}'); \
+	if [ -n "$$over" ]; then \
+	  echo "modules over $(MAX_MODULE_LINES) lines (split each along its jobs):"; echo "$$over"; exit 1; \
+	fi
 
 test: $(STAMP) prometheus binaries lint
 	$(BIN)/pytest
