@@ -47,6 +47,7 @@ def cluster(*pods: tuple[str, str | None, str]) -> Snapshot:
         ((("web-rs-new", None, CREATED_AFTER),), EVICTED_AT + 301, "not-scheduled"),
         ((("web-rs-keep", "n-b", CREATED_BEFORE),), EVICTED_AT + 301, "not-scheduled"),
         ((("web-rs-old", "n-b", CREATED_AFTER),), EVICTED_AT + 10, "landed-in-target"),
+        ((("web-rs-new", "n-gone", CREATED_AFTER),), EVICTED_AT + 301, "not-scheduled"),
     ],
     ids=[
         "in-target",
@@ -54,6 +55,7 @@ def cluster(*pods: tuple[str, str | None, str]) -> Snapshot:
         "pending-past-expiry",
         "only-older-pods",
         "statefulset-reuses-the-name",
+        "on-a-node-the-snapshot-lacks",
     ],
 )
 def test_judged_results(

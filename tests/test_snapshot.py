@@ -388,27 +388,62 @@ def test_data_no_api_server_hands_over_is_refused_naming_the_object(
     assert _refusal(b.k8s_list(items), given_as) == message
 
 
-def test_pods_on_nodes_the_snapshot_lacks_are_never_moved_and_are_said() -> None:
-    """They planned without a word; now each is named in the warnings of the table, the JSON and
-    the controller's log, and its protection reason keeps it in place."""
+STRAY_POLICIES = {
+    "dry-run": {},
+    "evict": {"mode": "evict"},
+    "migrate": {"mode": "migrate"},
+    "migrate-routing": {"mode": "migrate", "routing": {"plan_around": True}},
+    "surge": {"mode": "migrate", "migrate": {"method": "surge"}},
+}
+"""Every way a cycle looks a pod's node up: the planner's rules, the target placement, the
+landing prediction (steered or not), routing weighed before moving, and surges."""
+
+
+@pytest.mark.parametrize("overrides", STRAY_POLICIES.values(), ids=STRAY_POLICIES.keys())
+def test_pods_on_nodes_the_snapshot_lacks_are_never_moved_and_are_said(
+    overrides: dict[str, Any],
+) -> None:
+    """A node deleted (an autoscaler's scale-down) before its pods are gone: each of its pods is
+    named in the warnings of the table, the JSON and the controller's log, its protection reason
+    keeps it in place, and it counts nowhere, as a sibling of pods that move, an endpoint of
+    their Service or a peer that decides a move."""
     objects = [
         *grid_nodes(),
-        *b.deployment_pods("client", ["node-a11", "node-gone", "node-a12"]),
-        *b.deployment_pods("server", ["node-b11"]),
+        *b.deployment_pods("client", ["node-a11", "node-gone", "node-a12", "node-a21"]),
+        *b.deployment_pods("server", ["node-b11", "node-gone", "node-b12"]),
     ]
     snapshot = snapshot_of(objects)
-    stray = next(key for key, pod in snapshot.pods.items() if pod.node_name == "node-gone")
-    rates = chatty_rates(objects)
-    outcome = plan_cycle(make_policy(), snapshot, traffic_of(rates), PlannerState(), now=1e6)
-    assert outcome.stray_pods == {stray: "node-gone"}
+    servers = [
+        (p.name, p.node_name or "", "a")
+        for p in snapshot.pods.values()
+        if p.labels["app"] == "server"
+    ]
+    snapshot = snapshot_of(
+        [
+            *objects,
+            b.service("server", {"app": "server"}),
+            b.endpoint_slice("server-1", "server", servers),
+        ]
+    )
+    strays = {
+        key: "node-gone" for key, pod in snapshot.pods.items() if pod.node_name == "node-gone"
+    }
+    assert len(strays) == 2
+    policy = make_policy(**overrides)
+    rates = traffic_of(chatty_rates(objects))
+    outcome = plan_cycle(policy, snapshot, rates, PlannerState(), now=1e6, persistence_required=1)
+    assert outcome.stray_pods == strays
     table = outcome_table(outcome, "flows/s", "USD")
-    assert f"warning: pod {stray} is on node node-gone, which the snapshot lacks" in table
-    assert outcome_json(outcome, "flows/s", "USD")["pods_on_unknown_nodes"] == {stray: "node-gone"}
-    rules = PlanningRules.of(make_policy(), outcome.topology)
-    reason = protection_reason(snapshot.pods[stray], snapshot, snapshot.indexes(), rules)
-    assert reason == "on node node-gone, which the snapshot lacks"
+    for stray in strays:
+        assert f"warning: pod {stray} is on node node-gone, which the snapshot lacks" in table
+    assert outcome_json(outcome, "flows/s", "USD")["pods_on_unknown_nodes"] == strays
+    rules = PlanningRules.of(policy, outcome.topology)
+    for stray in strays:
+        reason = protection_reason(snapshot.pods[stray], snapshot, snapshot.indexes(), rules)
+        assert reason == "on node node-gone, which the snapshot lacks"
     assert outcome.plan is not None
-    assert stray not in {move.pod for move in outcome.plan.moves}
+    assert outcome.plan.moves, outcome.plan.skipped
+    assert not strays.keys() & {move.pod for move in outcome.plan.moves}
 
 
 def test_stray_pod_warnings_name_the_first_five_and_count_the_rest() -> None:

@@ -46,9 +46,13 @@ class Occupancy:
 
     @classmethod
     def from_snapshot(cls, snapshot: Snapshot) -> Occupancy:
+        """The pods running or waiting on the snapshot's nodes. A pod bound to a node the
+        snapshot lacks (deleted, say, until its pods are gone) holds no room the scheduler
+        counts, and its spread and affinity count on no node, as in kube-scheduler's cache."""
         occupancy = cls(snapshot)
+        nodes = snapshot.nodes
         for pod in snapshot.pods.values():
-            if pod.node_name and pod.phase not in _RELEASED_PHASES:
+            if pod.node_name in nodes and pod.phase not in _RELEASED_PHASES:
                 occupancy.reserve(pod, pod.node_name)
         return occupancy
 
