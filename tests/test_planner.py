@@ -4,17 +4,20 @@ from __future__ import annotations
 
 from typing import Any
 
+import msgspec
 import pytest
 
 from harness import builders as b
 from rebalancer.cluster.model import Snapshot
 from rebalancer.cluster.topology import Domain
 from rebalancer.config.pacing import Cooldown
+from rebalancer.config.policy import parse_policy
 from rebalancer.config.resolved import PlanningRules
 from rebalancer.planning.cycle import build_view, plan_cycle, propose
 from rebalancer.planning.planner import plan
 from rebalancer.planning.state import PlannerState, RecentMove, streak_key
-from rebalancer.planning.types import Plan
+from rebalancer.planning.types import Move, Plan
+from rebalancer.simulator.run import DEFAULT_POLICY
 from rebalancer.strategies.framework import Candidate, ClusterView
 from rebalancer.strategies.split_peers import SplitPeers, SplitPeersArgs
 from rebalancer.traffic.model import TrafficFailure
@@ -173,7 +176,8 @@ def test_cooldown_forbids_undoing_a_recent_move() -> None:
     assert {m.workload for m in plan.moves} == {"Deployment/default/client"}
     server_skips = [s for s in plan.skipped if "server" in s.pod]
     assert server_skips and all(
-        s.reason == "would undo its move into b; cooldown 540s more" for s in server_skips
+        s.reason == "would undo its workload's move into b; cooldown 540s more"
+        for s in server_skips
     )
 
 
@@ -326,8 +330,8 @@ def test_undoing_a_remembered_move_waits_the_longer_persistence() -> None:
             assert not outcome.plan.moves
             held = {s.reason for s in outcome.plan.skipped if "server" in s.pod}
             assert held == {
-                f"proposed {cycle} of 3 consecutive cycles, as it would undo its move into b "
-                f"{3600 + cycle}s ago"
+                f"proposed {cycle} of 3 consecutive cycles, as it would undo its workload's move "
+                f"into b {3600 + cycle}s ago"
             }
         else:
             assert servers, outcome.plan.skipped
@@ -1084,7 +1088,8 @@ def test_undoing_a_remembered_move_must_save_twice_what_it_saved(
     if not moved:
         held = {s.reason for s in plan.skipped if "server" in s.pod}
         assert held == {
-            "would undo its move into b, which saved 1e+03, for less than twice that (140)"
+            "would undo its workload's move into b, which saved 1e+03, for less than twice that "
+            "(140)"
         }
 
 
@@ -1111,6 +1116,43 @@ def test_a_companion_never_undoes_a_remembered_move() -> None:
         if not moves:
             (skip,) = result.skipped
             assert skip.reason == (
-                f"{server}: would undo its move into b: a pod is never taken along by "
+                f"{server}: would undo its workload's move into b: a pod is never taken along by "
                 "another's move out of where its workload was moved"
             )
+
+
+def test_of_equal_gains_the_plan_makes_the_fewer_moves() -> None:
+    """Orders in zones a and b call a cache in a, b and c evenly, each orders pod beside a cache
+    pod. Moving the cache pod of zone c beside an orders pod saves as much as moving an orders
+    pod and a cache pod into zone c: one move, not two. No pod is given a reason naming a move
+    its workload never made."""
+    objects = [
+        *grid_nodes("abc"),
+        *b.deployment_pods("orders", ["node-a11", "node-b11"]),
+        *b.deployment_pods("cache", ["node-a11", "node-b11", "node-c11"]),
+    ]
+    snapshot = snapshot_of(objects)
+    rates = traffic_of(all_pairs(pod_keys(snapshot, "orders"), pod_keys(snapshot, "cache"), 10))
+    policy = parse_policy(DEFAULT_POLICY + "mode: migrate\n", "test")
+    state, moves = PlannerState(), list[Move]()
+    after = 0.0
+    for cycle in range(8):
+        now = NOW + cycle * policy.interval_seconds
+        outcome = plan_cycle(policy, snapshot, rates, state, now=now)
+        assert outcome.plan is not None
+        state = outcome.state.record_moves(outcome.plan.moves, now, policy.cooldown)
+        moves += outcome.plan.moves
+        after = outcome.plan.after.weighted_cost
+        pods = dict(snapshot.pods)
+        for move in outcome.plan.moves:
+            pods[move.pod] = msgspec.structs.replace(pods[move.pod], node_name=move.node)
+        snapshot = Snapshot(snapshot.nodes, pods, snapshot.pdbs, snapshot.workloads)
+        entered = {(m.workload, "/".join(m.destination.values())) for m in moves}
+        for skip in outcome.plan.skipped:
+            if "workload's move into " in skip.reason:
+                domain = skip.reason.split("workload's move into ")[1].split(";")[0]
+                domain = domain.split(",")[0].split(":")[0].split(" ")[0]
+                workload = str(snapshot.pods[skip.pod].workload)
+                assert (workload, domain) in entered, skip
+    assert [(m.pod, m.node) for m in moves] == [(pod_keys(snapshot, "cache")[2], "node-a11")]
+    assert after == 300

@@ -43,9 +43,11 @@ def cooldown_refusal(
     undone = _undone(cycle, recents, pod.key, target, since=since)
     if undone:
         recent = undone[-1]
-        entered = "/".join(recent.entered.values())
         remaining = cooldown - (cycle.now - recent.at)
-        return f"would undo its move into {entered}; cooldown {remaining:.0f}s more"
+        return (
+            f"would undo its workload's move into {entered_name(cycle, recent)}; "
+            f"cooldown {remaining:.0f}s more"
+        )
     fresh = [m.at for m in recents if m.at > since]
     if fresh and len(fresh) >= cycle.live_pods(pod.workload):
         remaining = cooldown - (cycle.now - min(fresh))
@@ -75,3 +77,12 @@ def _undone(
     location = topology.named(cycle.cost.locations[pod])
     destination = target.describe(topology.levels)
     return [move for move in moves if move.undone_by(location, destination)]
+
+
+def entered_name(cycle: PlanningPass, move: RecentMove) -> str:
+    """The domain a remembered move entered, widest level first, as domains are named everywhere
+    else (a state read back may list its levels in another order)."""
+    levels = [level.name for level in cycle.view.topology.levels]
+    ordered = [name for name in levels if name in move.entered]
+    ordered += [name for name in move.entered if name not in levels]
+    return "/".join(move.entered[name] for name in ordered)

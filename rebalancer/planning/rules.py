@@ -10,7 +10,7 @@ from collections.abc import Callable
 from rebalancer.cluster.model import Pod
 from rebalancer.cluster.topology import Domain
 from rebalancer.cost.model import Worth
-from rebalancer.planning.cooldown import cooldown_refusal, undone
+from rebalancer.planning.cooldown import cooldown_refusal, entered_name, undone
 from rebalancer.planning.job_failures import failure_refusal
 from rebalancer.planning.planning_pass import PlanningPass
 from rebalancer.planning.protections import protection_reason, surge_refusal
@@ -58,7 +58,7 @@ def refusal(
         latest = undoes[-1]
         return "persistence", (
             f"proposed {seen} of {cycle.undo_required} consecutive cycles, as it would "
-            f"undo its move into {'/'.join(latest.entered.values())} "
+            f"undo its workload's move into {entered_name(cycle, latest)} "
             f"{cycle.now - latest.at:.0f}s ago"
         )
     # Relative to the pod's own cost, not the cluster's: a cluster-wide share would grow with
@@ -69,14 +69,14 @@ def refusal(
         return "below-threshold", f"gain {gain:.3g} below threshold {threshold:.3g}"
     if undoes and pod.key != candidate.pod and candidate.job is None:
         return "persistence", (
-            f"would undo its move into {'/'.join(undoes[-1].entered.values())}: a pod is "
+            f"would undo its workload's move into {entered_name(cycle, undoes[-1])}: a pod is "
             "never taken along by another's move out of where its workload was moved"
         )
     dearest = max(undoes, key=lambda move: move.gain or 0.0, default=None)
     saved = gain / len(candidate.pods)  # each move of a joint one records its share
     if dearest is not None and dearest.gain is not None and saved <= _UNDO_GAIN * dearest.gain:
         return "persistence", (
-            f"would undo its move into {'/'.join(dearest.entered.values())}, which saved "
+            f"would undo its workload's move into {entered_name(cycle, dearest)}, which saved "
             f"{dearest.gain:.3g}, for less than twice that ({saved:.3g})"
         )
     checks: tuple[tuple[SkipCategory, Callable[[], str | None]], ...] = (
