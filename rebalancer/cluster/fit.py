@@ -9,6 +9,7 @@ it has terminated, while its replacement already counts where it will land.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -27,6 +28,7 @@ from rebalancer.cluster.selectors import matches_label_selector, matches_node_se
 from rebalancer.cluster.topology import ZONE_LABEL
 
 _RELEASED_PHASES = frozenset({"Succeeded", "Failed"})
+_SERIALS = itertools.count()
 _HARD_TAINT_EFFECTS = frozenset({"NoSchedule", "NoExecute"})
 
 
@@ -43,6 +45,10 @@ class Occupancy:
     namespaces, and scanning the whole cluster for each node checked made a check O(pods)."""
     anti_affine: set[str] = field(default_factory=set)
     """Placed pods with required anti-affinity, which also keeps newcomers off their domains."""
+    serial: int = field(default_factory=lambda: next(_SERIALS))
+    """This occupancy's own number, and `version` the count of its changes: together they say
+    when what was worked out from it (a replacement's scores) still holds."""
+    version: int = 0
 
     @classmethod
     def from_snapshot(cls, snapshot: Snapshot) -> Occupancy:
@@ -61,6 +67,7 @@ class Occupancy:
 
     def reserve(self, pod: Pod, node_name: str) -> None:
         """Hold room for the replacement on `node_name`; the old pod still holds its own."""
+        self.version += 1
         self.requested[node_name] = self.requested.get(node_name, Resources()) + pod.requests
         self.placement[pod.key] = node_name
         self.by_namespace.setdefault(pod.namespace, {})[pod.key] = node_name
@@ -78,6 +85,7 @@ class Occupancy:
         try:
             yield
         finally:
+            self.version += 1
             self.requested.clear()  # in place: a NodeOrder may hold this dict
             self.requested.update(requested)
             for pod in pods:
@@ -94,15 +102,32 @@ class Occupancy:
     def hold(self, requests: Resources, node_name: str) -> None:
         """Room taken on `node_name` by no pod the planner places: an evicted pod's, until it
         has terminated."""
+        self.version += 1
         self.requested[node_name] = self.requested.get(node_name, Resources()) + requests
 
     def release(self, pod: Pod) -> None:
         """The pod is gone (the simulator removes evicted pods at once)."""
+        self.version += 1
         node_name = self.placement.pop(pod.key, None)
         if node_name is not None:
             self.requested[node_name] = self.requested[node_name] - pod.requests
         self.by_namespace.get(pod.namespace, {}).pop(pod.key, None)
         self.anti_affine.discard(pod.key)
+
+    @contextmanager
+    def without(self, pod: Pod) -> Iterator[None]:
+        """The pod's room and placement given up within, and taken back on leaving, the
+        occupancy then as it was (its version too): what its replacement would see."""
+        node_name = self.placement.get(pod.key)
+        version = self.version
+        if node_name is not None:
+            self.release(pod)
+        try:
+            yield
+        finally:
+            if node_name is not None:
+                self.reserve(pod, node_name)
+            self.version = version
 
     def placed_in(self, namespaces: Iterable[str]) -> Iterator[tuple[Pod, str]]:
         """Each placed pod of these namespaces, with its node."""

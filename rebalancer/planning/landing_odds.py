@@ -6,6 +6,8 @@ disruption for nothing, or for worse.
 
 from __future__ import annotations
 
+from contextlib import nullcontext
+
 from rebalancer.cluster.model import Pod
 from rebalancer.cluster.scoring import Steering, best, scores, surely_inside
 from rebalancer.cluster.topology import Domain
@@ -25,7 +27,7 @@ def landing_refusal(
     hold it). A surge keeps the old pod until the new one is Ready, so its room stays
     taken."""
     occupancy = cycle.occupancy
-    here = None if cycle.surges(pod, candidate) else occupancy.placement.get(pod.key)
+    leaves = not cycle.surges(pod, candidate)
     steering = (
         Steering(target.node_labels(cycle.view.topology.levels), required=False)
         if cycle.rules.steered
@@ -33,18 +35,19 @@ def landing_refusal(
     )
     inside = cycle.view.topology.nodes_by_domain.get(target, [])
     snapshot = cycle.view.snapshot
-    if here is not None:
-        occupancy.release(pod)
-    try:
-        if steering is not None and surely_inside(
-            pod, snapshot, occupancy, steering, inside, weights=cycle.spread_weights
-        ):
-            return None
-        scored = scores(pod, snapshot, occupancy, within={}, steering=steering)
-    finally:
-        if here is not None:
-            occupancy.reserve(pod, here)
-    tied = best(scored)
+    # Unsteered, the scores do not depend on the target, and a pod is often tried in several
+    # (narrowed, as proposed, widened): scored once while nothing has changed.
+    labels = None if steering is None else tuple(sorted(steering.labels.items()))
+    key = (pod.key, leaves, labels, occupancy.serial, occupancy.version)
+    tied = cycle.best_nodes.get(key)
+    if tied is None:
+        with occupancy.without(pod) if leaves else nullcontext():
+            if steering is not None and surely_inside(
+                pod, snapshot, occupancy, steering, inside, weights=cycle.spread_weights
+            ):
+                return None
+            tied = best(scores(pod, snapshot, occupancy, within={}, steering=steering))
+        cycle.best_nodes[key] = tied
     members = set(inside)
     landed_inside = sum(name in members for name in tied)
     if tied and 2 * landed_inside > len(tied):

@@ -69,6 +69,9 @@ class PlanningPass:
     """The non-elastic jobs whose candidates were merged, by key."""
     live: dict[WorkloadRef, int] = field(default_factory=dict)
     """Each workload's pods not finished, counted when first needed, as `settling`."""
+    best_nodes: dict[tuple[object, ...], list[str]] = field(default_factory=dict)
+    """The nodes the scheduler would score highest for a pod's replacement, by the pod, how it
+    leaves, the steering and the occupancy's serial and version (see landing_odds.py)."""
 
     def live_pods(self, workload: WorkloadRef) -> int:
         if workload not in self.live:

@@ -54,6 +54,9 @@ class SimulatedCluster:
     distributions: dict[str, str | None] = field(default_factory=dict)
     """A workload's Service's trafficDistribution, by workload key, where a routing change made
     during the run set it."""
+    _by_workload: dict[str, dict[str, None]] = field(init=False, default_factory=dict)
+    """Pod keys by workload key, in the order made: the measures count a workload's pods
+    every cycle, and scanning every pod for each workload grew as pods times workloads."""
 
     def __post_init__(self) -> None:
         items: list[tuple[Any, str]] = [
@@ -96,6 +99,7 @@ class SimulatedCluster:
             pod, node_name=node, phase="Running" if node else "Pending", ready=node is not None
         )
         self.snapshot.pods[placed.key] = placed
+        self._by_workload.setdefault(workload_key(placed), {})[placed.key] = None
         if node is not None:
             self.occupancy.reserve(placed, node)
         return placed
@@ -109,6 +113,7 @@ class SimulatedCluster:
 
     def remove(self, pod_key: str) -> Pod:
         pod = self.snapshot.pods.pop(pod_key)
+        self._by_workload.get(workload_key(pod), {}).pop(pod_key, None)
         self.occupancy.release(pod)
         return pod
 
@@ -126,11 +131,8 @@ class SimulatedCluster:
         ]
 
     def ready_of(self, workload: WorkloadSpec) -> list[Pod]:
-        return [
-            pod
-            for pod in self.snapshot.pods.values()
-            if pod.ready and workload_key(pod) == workload.key
-        ]
+        pods = self.snapshot.pods
+        return [pods[key] for key in self._by_workload.get(workload.key, ()) if pods[key].ready]
 
     def refresh_budgets(self) -> None:
         """PDB status as the disruption controller would write it: allowed = healthy - desired."""
