@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 # harness/ and bench/ are not packaged: they import from the checkout.
 export PYTHONPATH := $(CURDIR)
 
-.PHONY: test lint module-sizes demo plan-example bench bench-modes bench-quality bench-routing bench-scale bench-webhook soak prometheus binaries cluster-up cluster-down clean
+.PHONY: test lint module-sizes demo plan-example bench bench-compare bench-modes bench-quality bench-routing bench-scale bench-webhook soak prometheus binaries cluster-up cluster-down clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -60,8 +60,15 @@ bench: $(STAMP) binaries
 	$(BIN)/python bench/control_plane.py
 
 # Plan quality against the optimum (HiGHS) on the scenario suite; writes bench/results/quality.*
+# The optima and bounds are reused from bench/results/yardsticks.json where what they depend on
+# is unchanged, so a rerun after a planner change takes minutes.
 bench-quality: $(STAMP)
 	$(BIN)/python bench/quality.py
+
+# What is quick of every benchmark beside its committed figures, regressions marked: quality
+# (cached optima only), one cycle at 1k and 10k nodes, webhook latency. Writes nothing.
+bench-compare: $(STAMP)
+	$(BIN)/python bench/compare.py
 
 # Routing against moving on the scenario suite: moves only, routing only, both, and the routing
 # prediction against the simulator; writes bench/results/routing.{md,json}.

@@ -10,26 +10,18 @@ bench/results/quality.md and quality.json."""
 from __future__ import annotations
 
 import argparse
-import json
 import time
 from pathlib import Path
 from typing import Any
 
 from bench import suite
+from bench.runs import CYCLES, RUNS, default_policy, run
+from bench.yardsticks import CACHE, Cache, key, solve
 from harness.invariants import undoing_moves
-from rebalancer.config.policy import parse_policy
 from rebalancer.planning.state import remembered
-from rebalancer.simulator.results import CycleFigures, Optimum, SimulationResult, result_json
-from rebalancer.simulator.run import DEFAULT_POLICY, simulate
+from rebalancer.simulator.results import CycleFigures, SimulationResult, result_json
 from rebalancer.simulator.scenario import Scenario, load_scenario
-from rebalancer.simulator.yardsticks import bound_within_limits, naive_baseline
 
-UNPACED = """
-persistence: {cycles: 1, undo_cycles: 1}
-cooldown: {per_workload_seconds: 0, memory_seconds: 0}
-limits: {per_cycle: null, per_node: null, per_namespace: null, per_workload: null, per_zone: null}
-"""
-"""Pacing off, to tell how much of a shortfall is the strategies and how much the safety pace."""
 CHECKPOINTS = (10, 20, 30)
 WITHIN = 20
 """The cycle by which the capture the limits allow is bounded (the issue's measure)."""
@@ -50,7 +42,7 @@ def _judged(row: CycleFigures) -> float:
     return row.weighted_cost if row.average_cost is None else row.average_cost
 
 
-def _cost_at(result: SimulationResult, cycle: int) -> float:
+def cost_at(result: SimulationResult, cycle: int) -> float:
     rows = result.cycles
     return _judged(rows[min(cycle, len(rows) - 1)])
 
@@ -125,50 +117,28 @@ def _job_restarts(scenario: Scenario, result: SimulationResult) -> int:
 
 
 def measure_scenario(
-    path: Path, cycles: int, seed: int, known: dict[str, Any] | None = None
+    path: Path, cycles: int, seed: int, yardsticks: Cache | None, *, solve_missing: bool = True
 ) -> dict[str, Any]:
-    """The scenario's runs, held against its optima: solved, or `known` from an earlier run."""
+    """The scenario's runs, held against its yardsticks: from the cache, else solved (unless
+    `solve_missing` is off: then only those cached); none without a cache."""
     scenario = load_scenario(path)
-    policy = parse_policy(DEFAULT_POLICY, "built-in")
+    policy = default_policy()
     started = time.perf_counter()
-    runs = {
-        "naive": naive_baseline(scenario, policy, seed=seed),
-        "evict": simulate(scenario, policy, cycles=cycles, mode="evict", seed=seed),
-        "migrate": simulate(
-            scenario, policy, cycles=cycles, mode="migrate", seed=seed, optimum=known is None
-        ),
-        "migrate, unpaced": simulate(
-            scenario,
-            parse_policy(DEFAULT_POLICY + UNPACED, "unpaced"),
-            cycles=cycles,
-            mode="migrate",
-            seed=seed,
-        ),
-    }
+    runs = {name: run(name, scenario, cycles=cycles, seed=seed) for name in RUNS}
     seconds = time.perf_counter() - started
-    fair, free = runs["migrate"].optimum, runs["migrate"].unconstrained
+    known: dict[str, Any] = {}
+    if yardsticks is not None:
+        found = key(scenario, policy, seed, WITHIN)
+        known = yardsticks.get(found) or {}
+        if not known and solve_missing:
+            known = solve(scenario, policy, seed, WITHIN)
+            yardsticks.put(found, known)
+    best = known.get("fair_optimum")
     before = _judged(runs["migrate"].cycles[0])
-    if known is not None:
-        if known.get("seed") != seed or abs(known["weighted_cost_before"] - before) > 1e-6:
-            raise SystemExit(
-                f"--optima-from: {scenario.name} was solved for another seed or placement "
-                f"(seed {known.get('seed')}, cost before {known['weighted_cost_before']})"
-            )
-        fair = _known(known["fair_optimum"], known["fair_optimum_is_exact"], known)
-        free = _known(known["unconstrained_optimum"], True, {})
-    best = fair.weighted_cost if fair else None
-    if known is not None and "bound_within_limits" in known:
-        within = known["bound_within_limits"]
-    elif fair is not None and not fair.exact:
-        within = bound_within_limits(
-            scenario, policy, seed=seed, cycles=WITHIN, best=fair.weighted_cost
-        )
-    else:
-        within = None
     rows = {}
     for name, result in runs.items():
         summary = result.summary()
-        at = {n: _cost_at(result, n) for n in CHECKPOINTS}
+        at = {n: cost_at(result, n) for n in CHECKPOINTS}
         rows[name] = {
             "weighted_cost_at": at,
             "captured_at": {n: _captured(before, cost, best) for n, cost in at.items()},
@@ -186,19 +156,13 @@ def measure_scenario(
         "pods": sum(scenario.pods_of(w) for w in scenario.workloads),
         "weighted_cost_before": before,
         "fair_optimum": best,
-        "fair_optimum_is_exact": fair.exact if fair else None,
-        "unconstrained_optimum": free.weighted_cost if free else None,
-        "min_moves_to_optimum": fair.min_moves if fair else None,
-        "bound_within_limits": within,
+        "fair_optimum_is_exact": known.get("fair_optimum_is_exact"),
+        "unconstrained_optimum": known.get("unconstrained_optimum"),
+        "min_moves_to_optimum": known.get("min_moves_to_optimum"),
+        "bound_within_limits": known.get("bound_within_limits"),
         "runs": rows,
         "seconds": round(seconds, 2),
     }
-
-
-def _known(cost: float | None, exact: bool | None, entry: dict[str, Any]) -> Optimum | None:
-    if cost is None:
-        return None
-    return Optimum(cost, entry.get("min_moves_to_optimum"), exact=bool(exact))
 
 
 def _number(value: float | None, pattern: str = "{:.1f}") -> str:
@@ -220,30 +184,29 @@ def table(results: list[dict[str, Any]]) -> str:
         within = result.get("bound_within_limits")
         before = result["weighted_cost_before"]
         allowed = None if within is None else _captured(before, within, result["fair_optimum"])
-        for name, run in result["runs"].items():
-            v, at, cap = run["violations"], run["weighted_cost_at"], run["captured_at"]
+        for name, figures in result["runs"].items():
+            v, at = figures["violations"], figures["weighted_cost_at"]
+            cap = figures["captured_at"]
             captured = " / ".join(_number(cap[n], "{:.0%}") for n in CHECKPOINTS)
             lines.append(
                 f"| {result['scenario']} | {result['pods']} | {name} "
                 f"| {result['weighted_cost_before']:.1f} "
                 + " ".join(f"| {at[n]:.1f}" for n in CHECKPOINTS)
                 + f" | {fair} | {_number(result['unconstrained_optimum'])} | {captured} "
-                f"| {_number(allowed, '<= {:.0%}')} | {run['moves']} ({fewest}) "
+                f"| {_number(allowed, '<= {:.0%}')} | {figures['moves']} ({fewest}) "
                 f"| {v['pdb']}/{v['capacity']}/{v['spread']} "
-                f"| {run['job_restarts']} | {run['highest_rise']:.1%} "
-                f"| {_number(run['settling'], '{}')} | {run['flaps']} |"
+                f"| {figures['job_restarts']} | {figures['highest_rise']:.1%} "
+                f"| {_number(figures['settling'], '{}')} | {figures['flaps']} |"
             )
     return "\n".join(lines)
 
 
 def main() -> None:
-    args = suite.arguments(__doc__.splitlines()[0], max(CHECKPOINTS), _optima_option)
-    known: dict[str, dict[str, Any]] = {}
-    if args.optima_from is not None:
-        known = {entry["scenario"]: entry for entry in json.loads(args.optima_from.read_text())}
+    args = suite.arguments(__doc__.splitlines()[0], CYCLES, _yardstick_options)
+    cache = Cache(args.yardsticks)
 
     def measure(path: Path, cycles: int, seed: int) -> dict[str, Any]:
-        return measure_scenario(path, cycles, seed, known.get(path.stem) if known else None)
+        return measure_scenario(path, cycles, seed, cache)
 
     results = suite.measure_each(args, measure)
     heading = (
@@ -271,12 +234,13 @@ def main() -> None:
     suite.write(args, "quality", heading, table(results), results)
 
 
-def _optima_option(parser: argparse.ArgumentParser) -> None:
+def _yardstick_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "--optima-from",
+        "--yardsticks",
         type=Path,
-        help="a quality.json whose optima to reuse instead of solving them again (most of the "
-        "run's time): for a change to the planner or the measures, not to the scenarios",
+        default=CACHE,
+        help="the cache of optima and bounds, by the key of what they depend on: reused where "
+        "the scenario, policy, seed and solvers are as they were, else solved and kept",
     )
 
 

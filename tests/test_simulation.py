@@ -11,7 +11,7 @@ from pathlib import Path
 import msgspec
 import pytest
 
-from bench.quality import UNPACED
+from bench.runs import UNPACED
 from harness.invariants import crowded_moves, returning_moves, undoing_moves
 from rebalancer.cli import main
 from rebalancer.cluster.model import Pod
