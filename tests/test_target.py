@@ -138,7 +138,7 @@ def test_no_move_of_the_target_undoes_a_remembered_one() -> None:
     assert held.places == {}, held.places
 
 
-def test_a_target_resumed_stays_unless_a_fresh_one_saves_a_tenth_more() -> None:
+def test_a_target_resumed_stays_until_it_saves_nothing_more() -> None:
     objects = [
         *grid_nodes(),
         *b.deployment_pods("client", ["node-a11", "node-b11"]),

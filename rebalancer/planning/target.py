@@ -16,9 +16,9 @@ keeps its HA floor, no move undoes a remembered one of its workload, and a pod g
 node the scheduler would take it on, with room counted as the placement fills (an evicted
 pod's room is free again by the time the next cycle's moves are made).
 
-Each cycle's search is made twice: afresh, and resumed from the last cycle's target, which is
-kept unless the fresh one saves a tenth more, so the moves of consecutive cycles head the same
-way.
+Each cycle's search resumes from the last cycle's target, so the moves of consecutive cycles
+head the same way, and its cost is that of what changed since; only when the resumed target saves
+nothing more (reached, or no longer worth heading for) is the search made afresh.
 """
 
 from __future__ import annotations
@@ -36,9 +36,6 @@ from rebalancer.planning.target_scope import TargetScope
 from rebalancer.planning.target_search import GROUP, TOLERANCE, Search, Target
 from rebalancer.strategies.framework import Candidate, ClusterView
 
-_RETARGET = 0.1
-"""A fresh search replaces the last cycle's target, resumed, only if it saves this much more:
-each change of target turns moves made toward the old one into moves to undo."""
 STRATEGY = "target-placement"
 """What the target's moves report as their strategy."""
 
@@ -79,11 +76,11 @@ def target_placement(
         )
         return dataclasses.replace(run.target(order, start), widest=levels[0])
 
-    fresh = search({})
-    if not state.target:
-        return fresh
-    kept = search(state.target)
-    return fresh if fresh.saved > kept.saved * (1 + _RETARGET) + TOLERANCE else kept
+    if state.target:
+        kept = search(state.target)
+        if kept.saved > TOLERANCE:
+            return kept
+    return search({})
 
 
 def proposals(target: Target, cost: CostModel) -> list[Candidate]:
