@@ -75,6 +75,9 @@ class CostModel(Protocol):
     def gain(self, pod: str, target: Domain) -> float:
         """Cost saved by moving `pod` into `target`, assuming nothing below the target's level."""
 
+    def gains(self, pod: str, targets: Sequence[Domain]) -> list[float]:
+        """`gain` into each of the targets, as one pass would work them out."""
+
     def pod_cost(self, pod: str, location: Location | None = None) -> float:
         """What the pod's traffic costs where it is, or at `location`."""
 
@@ -138,6 +141,12 @@ class PodPricing(ABC):
     def gain(self, pod: str, target: Domain) -> float:
         """Cost saved by moving `pod` into `target`, assuming nothing below the target's level."""
         return self.pod_cost(pod) - self.pod_cost(pod, self.topology.location_within(target))
+
+    def gains(self, pod: str, targets: Sequence[Domain]) -> list[float]:
+        """`gain` into each of the targets, the pod's cost where it is worked out once."""
+        now = self.pod_cost(pod)
+        within = self.topology.location_within
+        return [now - self.pod_cost(pod, within(target)) for target in targets]
 
     def worth(self, targets: Mapping[str, Domain]) -> Worth:
         """What moving these pods saves, and what they cost now, from one pass when one pod moves:

@@ -69,6 +69,29 @@ class PodCostModel(PodPricing):
             for peer, rate in self.arrays.peers_of(pod).items()
         )
 
+    def gains(self, pod: str, targets: Sequence[Domain]) -> list[float]:
+        """As `gain` for each target, each sum in the same order: the pod's peers read once."""
+        arrays, locations, weights = self.arrays, self.locations, self._split_weights
+        position = arrays.index[pod]
+        pairs = slice(arrays.start[position], arrays.start[position + 1])
+        names = arrays.pods
+        where = [locations[names[peer]] for peer in arrays.target[pairs].tolist()]
+        rates = arrays.rate[pairs].tolist()
+        here = locations[pod]
+        now = sum(
+            rate * weights[first_split(here, there)]
+            for rate, there in zip(rates, where, strict=True)
+        )
+        found = []
+        for target in targets:
+            inside = self.topology.location_within(target)
+            cost = sum(
+                rate * weights[first_split(inside, at)]
+                for rate, at in zip(rates, where, strict=True)
+            )
+            found.append(now - cost)
+        return found
+
     def gains_and_costs(
         self, numbers: DomainNumbers, pods: Indices, domains: Indices, level: int
     ) -> tuple[Floats, Floats]:

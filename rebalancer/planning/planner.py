@@ -115,9 +115,13 @@ def plan(
         moves.extend(attempted)
         for move in attempted:
             skipped.pop(move.pod, None)
+    spent: dict[str | None, str] = {}  # by zone: at 100,000 pods most candidates are left
     for _negative_gain, _size, _index, candidate in heap:
-        if not any(pod in cycle.cost.moved for pod in candidate.pods):
-            skip(candidate, "limit", cycle.spent_reason(candidate.pod))
+        if candidate.pod not in skipped and not any(p in cycle.cost.moved for p in candidate.pods):
+            zone = cycle.zone_of(candidate.pod)
+            if zone not in spent:
+                spent[zone] = cycle.spent_reason(zone)
+            skip(candidate, "limit", spent[zone])
     return Plan(
         moves=tuple(moves),
         skipped=tuple(sorted(skipped.values(), key=lambda s: s.pod)),

@@ -83,13 +83,13 @@ class PlanningPass:
         """The zone a candidate's pod is evicted from, which its per-zone limit counts."""
         return self.zone_names[self.view.cost.locations[pod_key]]
 
-    def spent_reason(self, pod_key: str) -> str:
+    def spent_reason(self, zone: str | None) -> str:
         """Why a candidate left when the budget ran out was not judged: the per-cycle limit,
         or else the per-zone limit of its pod's zone, as the budget's refusals word them."""
         limits = self.budget.limits
         if self.budget.exhausted():
             return f"per-cycle limit {limits.per_cycle} reached"
-        return f"per-zone limit {limits.per_zone} reached ({self.zone_of(pod_key)})"
+        return f"per-zone limit {limits.per_zone} reached ({zone})"
 
     def scopes(self, pod: Pod) -> dict[str, str]:
         scopes = {"node": pod.node_name or "", "namespace": pod.namespace}

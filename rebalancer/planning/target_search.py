@@ -111,7 +111,8 @@ class Search:
             if domain is not None and domain != here:
                 held[domain] = held.get(domain, 0.0) + rate
         tries = heapq.nsmallest(OPTIONS, held, key=lambda domain: (-held[domain], domain.key))
-        gains = ((self.gain(key, domain), domain) for domain in tries)
+        self.left -= 2 * self.degree(key) * len(tries)  # as `gain` counts each
+        gains = zip(self.model.gains(key, tries), tries, strict=True)
         found = sorted(
             ((gain, domain) for gain, domain in gains if gain > TOLERANCE),
             key=lambda item: (-item[0], item[1].key),
