@@ -388,13 +388,19 @@ class LocalCluster:
 
     def load_scenario(self, scenario: Scenario, timeout: float = 120) -> None:
         """Nodes, namespaces, Services, workloads and PDBs of the scenario, then wait for every
-        replica. The local cluster has no storage provisioner, so a pod's claim would never bind:
-        a scenario with persistent volumes is refused."""
+        replica. The local cluster has no storage provisioner, so a pod's claim would never bind,
+        nor a process that makes owned pods (a Spark driver): such scenarios are refused."""
         claiming = [w.key for w in scenario.workloads if w.persistent]
         if claiming:
             raise ValueError(
                 f"{scenario.name}: {claiming[0]} claims a persistent volume, which the local "
                 "cluster cannot provision; simulate it instead"
+            )
+        owned = [w.key for w in scenario.workloads if w.owner is not None]
+        if owned:
+            raise ValueError(
+                f"{scenario.name}: {owned[0]}'s pods are made by their owner pod, which no "
+                "process plays on the local cluster; simulate it instead"
             )
         self.add_nodes([node_object(spec) for spec in scenario.node_specs()])
         for namespace in sorted({w.namespace for w in scenario.workloads}):

@@ -6,6 +6,7 @@ import pytest
 
 from harness import builders as b
 from rebalancer.cluster.fit import Occupancy, rejection
+from rebalancer.cluster.scoring import scores, spread_by_default
 from tests.conftest import snapshot_of
 
 
@@ -213,3 +214,35 @@ def test_the_occupancy_indexes_follow_reservations_releases_and_copies() -> None
     assert copy.anti_affine == set() and occupancy.anti_affine == {"default/db-0"}
     assert [(p.key, n) for p, n in copy.placed_in(["shop", "default"])] == [("shop/web", "n2")]
     assert [(p.key, n) for p, n in occupancy.placed_in(["shop"])] == [("shop/web", "n1")]
+
+
+@pytest.mark.parametrize(
+    ("owner", "service", "spreads"),
+    [
+        (("ReplicaSet", "web-rs"), False, True),
+        (("StatefulSet", "db"), False, True),
+        (("Job", "train"), False, False),
+        (("Pod", "driver"), False, False),
+        (("Pod", "driver"), True, True),
+        (None, False, False),
+    ],
+    ids=["replicaset", "statefulset", "job", "owned-by-a-pod", "owned-but-served", "bare"],
+)
+def test_default_spreading_holds_for_the_pods_kube_scheduler_gives_it(
+    owner: tuple[str, str] | None, service: bool, spreads: bool
+) -> None:
+    """kube-scheduler's default spread constraints select the pods of the pod's ReplicaSet,
+    StatefulSet or ReplicationController and of the Services selecting it; a Job's pod, or a
+    Spark executor owned by its driver pod, with no Service, has none. Without them, the
+    sibling-crowded node is not scored down: only least allocated and the hint decide."""
+    nodes = [b.node("crowded", "a", cpu="64"), b.node("empty", "b", cpu="2")]
+    siblings = [b.pod(f"w-{i}", "crowded", owner, labels={"app": "w"}) for i in range(6)]
+    objects = [*nodes, *siblings, b.pod("w-new", None, owner, labels={"app": "w"})]
+    if service:
+        objects.append(b.service("w", {"app": "w"}))
+    snapshot = snapshot_of(objects)
+    occupancy = Occupancy.from_snapshot(snapshot)
+    pod = snapshot.pods["default/w-new"]
+    assert spread_by_default(pod, snapshot) is spreads
+    scored = scores(pod, snapshot, occupancy, within={}, steering=None)
+    assert (scored["crowded"] < scored["empty"]) is spreads

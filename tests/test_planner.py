@@ -1156,3 +1156,22 @@ def test_of_equal_gains_the_plan_makes_the_fewer_moves() -> None:
                 assert (workload, domain) in entered, skip
     assert [(m.pod, m.node) for m in moves] == [(pod_keys(snapshot, "cache")[2], "node-a11")]
     assert after == 300
+
+
+def test_a_pod_that_owns_pods_stays_and_the_pods_it_owns_move_one_by_one() -> None:
+    """A Spark driver and its executors: deleting the driver deletes every executor with it, so
+    it never moves, even where bare pods may; the executors are elastic (the driver makes a new
+    one for each that goes), so they move as a Deployment's pods do, not as a gang."""
+    objects = [*grid_nodes(), b.pod("driver", "node-a11")]
+    placed = ["node-a11", "node-a12", "node-b11", "node-b12"]
+    objects += [b.pod(f"exec-{i}", node, ("Pod", "driver")) for i, node in enumerate(placed)]
+    snapshot = snapshot_of(objects)
+    executors = pod_keys(snapshot, "exec")
+    rates = all_pairs(executors, executors, 10.0) | all_pairs(executors, ["default/driver"], 5.0)
+    policy = make_policy(protections={"evict_bare_pods": True})
+    plan, _view = plan_once(policy, snapshot, {k: v for k, v in rates.items() if k[0] != k[1]})
+    reasons = {skip.pod: skip.reason for skip in plan.skipped}
+    assert reasons["default/driver"] == "owns 4 pod(s), which would be deleted with it"
+    moved = {move.pod for move in plan.moves}
+    assert moved and moved <= set(executors)
+    assert all(move.job is None for move in plan.moves)

@@ -6,9 +6,12 @@ from pathlib import Path
 
 import pytest
 
+from rebalancer.cluster.model import WorkloadRef
 from rebalancer.errors import InputError
+from rebalancer.simulator.cluster import SimulatedCluster
 from rebalancer.simulator.objects import node_object, workload_objects
 from rebalancer.simulator.scenario import load_scenario, parse_scenario
+from rebalancer.simulator.scheduler import Scheduler
 from rebalancer.simulator.traffic_model import PlacedPod, pair_rates
 
 EXAMPLES = Path(__file__).parent.parent / "examples" / "scenarios"
@@ -101,6 +104,19 @@ def test_workloads_become_api_objects_with_pdb_and_spread() -> None:
     ("text", "message"),
     [
         (
+            "name: t\nworkloads: [{name: d, kind: Pod}, {name: e, owner: d, replicas: 2}]",
+            "s: workloads.1.owner: only pods of kind Pod are owned by another pod",
+        ),
+        (
+            "name: t\nworkloads: [{name: e, kind: Pod, owner: d, replicas: 2}]",
+            "s: workloads.0.owner: 'd' must be a workload of kind Pod",
+        ),
+        (
+            "name: t\nworkloads: [{name: d, kind: Pod, replicas: 2}, "
+            "{name: e, kind: Pod, owner: d}]",
+            "s: workloads.1.owner: 'd' must be a workload of kind Pod with one",
+        ),
+        (
             BASE + "traffic: [{source: a, destination: c, rate: 1}]",
             "s: traffic.0.destination: no workload 'c'",
         ),
@@ -154,6 +170,9 @@ def test_workloads_become_api_objects_with_pdb_and_spread() -> None:
         ),
     ],
     ids=[
+        "owned-not-a-pod",
+        "owner-unknown",
+        "owner-not-a-single-pod",
         "unknown-workload",
         "unknown-workload-in-a-phase",
         "daemonset-with-replicas",
@@ -308,3 +327,31 @@ def test_every_tenant_of_the_platform_scenario_is_its_sourced_application() -> N
     assert set(workloads) - copied == {"monitoring/node-exporter"}
     assert workloads["monitoring/node-exporter"].kind == "DaemonSet"
     assert sum(platform.pods_of(w) for w in platform.workloads) >= 2000
+
+
+SPARK = (
+    "name: t\nworkloads:\n"
+    "  - {name: driver, namespace: spark, kind: Pod}\n"
+    "  - {name: exec, namespace: spark, kind: Pod, owner: driver, replicas: 3}\n"
+    "traffic: [{source: spark/exec, destination: spark/exec, rate: 6}]\n"
+)
+
+
+def test_pods_owned_by_a_pod_are_read_as_its_and_recreated_under_a_new_name() -> None:
+    """A Spark driver's executors: owned by the driver pod, elastic, each that goes made again
+    under a new name; the driver itself is made once, and nothing makes it again."""
+    scenario = parse_scenario(SPARK, "s")
+    driver, executors = scenario.workloads
+    assert workload_objects(executors) == []  # the owner's pod makes them, not the API
+    [made] = workload_objects(driver)
+    assert made["kind"] == "Pod" and made["metadata"]["name"] == "driver"
+    assert not driver.recreated and executors.recreated
+    cluster = SimulatedCluster(scenario, Scheduler(0))
+    pods = cluster.snapshot.pods
+    assert pods["spark/driver"].workload is None
+    owned = [pod for pod in pods.values() if pod.workload == WorkloadRef("Pod", "spark", "driver")]
+    assert len(owned) == 3 and all(pod.controller_kind == "Pod" for pod in owned)
+    gone = cluster.remove(owned[0].key)
+    new = cluster.replacement(executors, gone, steering=None)
+    assert new.key not in {pod.key for pod in owned}
+    assert new.workload == WorkloadRef("Pod", "spark", "driver")

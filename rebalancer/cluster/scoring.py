@@ -2,8 +2,9 @@
 scheduler places replacements by, and what evict mode asks before it evicts a pod.
 
 The filters are the planner's own (`fit.rejection`). The scores are: least allocated (weight 1);
-the default soft spreading over zones and hosts, scored and normalized as PodTopologySpread does
-(weight 2); and preferred node affinity, which migrate mode adds to a replacement (weight 2).
+the default soft spreading over zones and hosts, scored and normalized as PodTopologySpread does,
+for the pods it holds for (weight 2); and preferred node affinity, which migrate mode adds to a
+replacement (weight 2).
 """
 
 from __future__ import annotations
@@ -55,11 +56,13 @@ def scores(
     ]
     if not feasible:
         return {}
-    spreading = _spreading(pod, feasible, snapshot, occupancy)
+    spreading = (
+        _spreading(pod, feasible, snapshot, occupancy) if spread_by_default(pod, snapshot) else {}
+    )
     found: dict[str, float] = {}
     for node in feasible:
         score = _LEAST_ALLOCATED * _least_allocated(pod, node, occupancy)
-        score += _SPREAD * spreading[node.name]
+        score += _SPREAD * spreading.get(node.name, 0.0)
         if steering is not None and steering.labels.items() <= node.labels.items():
             score += _NODE_AFFINITY * 100
         found[node.name] = score
@@ -100,9 +103,10 @@ def surely_inside(
     spreading at least 100 x 6 / its raw value (the raw value is at least 6, the two default
     skews less one, and at most the highest, by which the score is normalized), which is
     bounded above with `weights`."""
+    spreads = spread_by_default(pod, snapshot)
     per_zone, per_host = _siblings(pod, snapshot, occupancy)
     floor = (_DEFAULT_ZONE_SKEW - 1) + (_DEFAULT_HOST_SKEW - 1)
-    outside_most = _LEAST_ALLOCATED * 100 + _SPREAD * 100
+    outside_most = _LEAST_ALLOCATED * 100 + (_SPREAD * 100 if spreads else 0)
     for name in inside:
         node = snapshot.nodes[name]
         if not steering.labels.items() <= node.labels.items():
@@ -114,7 +118,7 @@ def surely_inside(
         )
         least = (
             _LEAST_ALLOCATED * _least_allocated(pod, node, occupancy)
-            + _SPREAD * 100 * floor / raw
+            + (_SPREAD * 100 * floor / raw if spreads else 0)
             + _NODE_AFFINITY * 100
         )
         if (
@@ -123,6 +127,25 @@ def surely_inside(
         ):
             return True
     return False
+
+
+_SPREAD_BY_DEFAULT = frozenset({"ReplicaSet", "StatefulSet", "ReplicationController"})
+"""The controllers whose selector kube-scheduler's default spread constraints take."""
+
+
+def spread_by_default(pod: Pod, snapshot: Snapshot) -> bool:
+    """Whether kube-scheduler's default spread constraints hold for the pod: they count the
+    pods its ReplicaSet, StatefulSet or ReplicationController selects and those of the Services
+    that select it (helper.DefaultSelector); with neither, as for a Job's pod or one owned by a
+    pod (a Spark executor), the selector is empty and PodTopologySpread skips the pod."""
+    if pod.controller_kind in _SPREAD_BY_DEFAULT:
+        return True
+    return any(
+        service.namespace == pod.namespace
+        and service.selector
+        and service.selector.items() <= pod.labels.items()
+        for service in snapshot.services.values()
+    )
 
 
 def best(scored: Mapping[str, float]) -> list[str]:

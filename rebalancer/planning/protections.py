@@ -47,6 +47,10 @@ def protection_reason(
         return "daemonset pod"
     if pod.controller_kind == "Node":
         return "static pod"
+    owned = len(indexes.pods_of(WorkloadRef("Pod", pod.namespace, pod.name)))
+    if owned:
+        # A Spark driver, say: the garbage collector deletes a pod's dependents with it.
+        return f"owns {owned} pod(s), which would be deleted with it"
     gang = gang_membership(pod)
     if gang is not None:
         return f"member of {gang.owner} gang {gang.gang} ({gang.evidence}): its owner places it"

@@ -84,6 +84,10 @@ class Acting:
         return True
 
     def _replace(self, move: Move, workload: WorkloadSpec, old: Pod) -> None:
+        if not workload.recreated:  # evicted for good (the planner protects such pods)
+            self.evicted.append(Acted(move, None))
+            self.moved.append(workload.key)
+            return
         cluster, migrate = self.cluster, self.policy.migrate
         steering = None
         if self.mode == "migrate":

@@ -19,7 +19,13 @@ from rebalancer.cluster.model import Pod, Snapshot
 from rebalancer.cluster.parse import parse_items
 from rebalancer.cluster.scoring import Steering
 from rebalancer.cluster.topology import ZONE_LABEL
-from rebalancer.simulator.objects import node_object, workload_objects
+from rebalancer.simulator.objects import (
+    bare_pod_name,
+    controller_object,
+    node_object,
+    pdb_object,
+    pod_template,
+)
 from rebalancer.simulator.scenario import (
     HOST_LABEL,
     LEVEL_LABELS,
@@ -66,7 +72,9 @@ class SimulatedCluster:
             owners = _owner_objects(workload)
             self._owners[workload.key] = owners
             items += owners
-            items += [(o, "PodDisruptionBudget") for o in workload_objects(workload)[1:]]
+            budget = pdb_object(workload)
+            if budget is not None:
+                items.append((budget, "PodDisruptionBudget"))
         self.snapshot = parse_items(items, f"scenario {self.scenario.name}")
         self.occupancy = Occupancy.from_snapshot(self.snapshot)
         for workload in self.scenario.workloads:
@@ -177,8 +185,11 @@ def _labels(domain: Mapping[LevelName, str]) -> dict[str, str]:
 
 
 def _owner_objects(workload: WorkloadSpec) -> list[tuple[dict[str, Any], str]]:
-    """The workload object, and for a Deployment the ReplicaSet its pods belong to."""
-    [body, *_pdb] = workload_objects(workload)
+    """The workload object, and for a Deployment the ReplicaSet its pods belong to; none for
+    pods of kind Pod, whose owner, if any, is a pod itself."""
+    body = controller_object(workload)
+    if body is None:
+        return []
     body = {**body, "metadata": {**body["metadata"], "uid": f"uid-{workload.key}"}}
     owners: list[tuple[dict[str, Any], str]] = [(body, workload.kind)]
     if workload.kind == "Deployment":
@@ -210,11 +221,17 @@ def _pod_object(
     host: str | None = None,
 ) -> dict[str, Any]:
     """As its controller makes it: a StatefulSet pod with its own claims, a DaemonSet pod tied
-    to its node (`host`) by node affinity."""
-    [body, *_pdb] = workload_objects(workload)
-    template = body["spec"]["template"]
+    to its node (`host`) by node affinity, a pod owned by a pod with a new name each time (as
+    a Spark driver numbers its executors)."""
+    template = pod_template(workload)
     spec = dict(template["spec"])
-    if workload.kind == "Deployment":
+    owner: tuple[str, str] | None
+    if workload.kind == "Pod":
+        if workload.owner is None:
+            name, owner = bare_pod_name(workload, ordinal), None
+        else:
+            name, owner = f"{workload.name}-{serial:05d}", ("Pod", workload.owner)
+    elif workload.kind == "Deployment":
         name, owner = f"{workload.name}-sim-{serial:05d}", ("ReplicaSet", f"{workload.name}-sim")
     elif workload.kind == "StatefulSet":
         name, owner = f"{workload.name}-{ordinal}", ("StatefulSet", workload.name)
@@ -244,7 +261,9 @@ def _pod_object(
             "name": name,
             "namespace": workload.namespace,
             "labels": template["metadata"]["labels"],
-            "ownerReferences": [{"kind": owner[0], "name": owner[1], "controller": True}],
+            "ownerReferences": (
+                [] if owner is None else [{"kind": owner[0], "name": owner[1], "controller": True}]
+            ),
             "annotations": {
                 **template["metadata"].get("annotations", {}),
                 "topology-rebalancer.io/ordinal": str(ordinal),

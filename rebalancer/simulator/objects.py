@@ -28,7 +28,7 @@ def node_object(spec: NodeSpec) -> dict[str, Any]:
     }
 
 
-def _pod_template(workload: WorkloadSpec) -> dict[str, Any]:
+def pod_template(workload: WorkloadSpec) -> dict[str, Any]:
     labels = {**workload.labels, "app": workload.name}
     requests = {"cpu": workload.cpu, "memory": workload.memory, **workload.extended}
     resources: dict[str, Any] = {"requests": requests}
@@ -84,10 +84,42 @@ def _volume(workload: WorkloadSpec, name: str, kind: VolumeKind) -> dict[str, An
 
 
 def workload_objects(workload: WorkloadSpec) -> list[dict[str, Any]]:
-    """The workload and its PDB, as the API server takes them."""
+    """The workload and its PDB, as the API server takes them; pods of kind Pod are made as
+    they are, with no controller (owned ones are made by their owner's pod: the simulator's
+    cluster makes them)."""
+    made = [controller] if (controller := controller_object(workload)) is not None else []
+    if workload.kind == "Pod" and workload.owner is None:
+        made = [bare_pod(workload, ordinal) for ordinal in range(workload.replicas)]
+    budget = pdb_object(workload)
+    return made if budget is None else [*made, budget]
+
+
+def bare_pod_name(workload: WorkloadSpec, ordinal: int) -> str:
+    """A pod of kind Pod made by hand: the workload's name, numbered when there are several."""
+    return workload.name if workload.replicas == 1 else f"{workload.name}-{ordinal}"
+
+
+def bare_pod(workload: WorkloadSpec, ordinal: int) -> dict[str, Any]:
+    template = pod_template(workload)
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": bare_pod_name(workload, ordinal),
+            "namespace": workload.namespace,
+            **template["metadata"],
+        },
+        "spec": template["spec"],
+    }
+
+
+def controller_object(workload: WorkloadSpec) -> dict[str, Any] | None:
+    """The object that makes the workload's pods; None for pods of kind Pod."""
+    if workload.kind == "Pod":
+        return None
     metadata = {"name": workload.name, "namespace": workload.namespace}
     selector = {"matchLabels": {"app": workload.name}}
-    template = _pod_template(workload)
+    template = pod_template(workload)
     if workload.kind == "Job":
         body: dict[str, Any] = {
             "apiVersion": "batch/v1",
@@ -130,22 +162,23 @@ def workload_objects(workload: WorkloadSpec) -> list[dict[str, Any]]:
                     }
                     for name in claims
                 ]
-    objects = [body]
-    if workload.pdb is not None:
-        budget: dict[str, Any] = {"selector": selector}
-        if workload.pdb.min_available is not None:
-            budget["minAvailable"] = workload.pdb.min_available
-        else:
-            budget["maxUnavailable"] = workload.pdb.max_unavailable
-        objects.append(
-            {
-                "apiVersion": "policy/v1",
-                "kind": "PodDisruptionBudget",
-                "metadata": metadata,
-                "spec": budget,
-            }
-        )
-    return objects
+    return body
+
+
+def pdb_object(workload: WorkloadSpec) -> dict[str, Any] | None:
+    if workload.pdb is None:
+        return None
+    budget: dict[str, Any] = {"selector": {"matchLabels": {"app": workload.name}}}
+    if workload.pdb.min_available is not None:
+        budget["minAvailable"] = workload.pdb.min_available
+    else:
+        budget["maxUnavailable"] = workload.pdb.max_unavailable
+    return {
+        "apiVersion": "policy/v1",
+        "kind": "PodDisruptionBudget",
+        "metadata": {"name": workload.name, "namespace": workload.namespace},
+        "spec": budget,
+    }
 
 
 def service_objects(scenario: Scenario) -> list[dict[str, Any]]:

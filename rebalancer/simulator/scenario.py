@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from rebalancer.cluster.topology import ZONE_LABEL
 from rebalancer.files import parse_yaml_model, read_text
@@ -93,8 +93,14 @@ first ran in, which a replacement cannot leave."""
 class WorkloadSpec(_Strict):
     name: Name
     namespace: Name = "default"
-    kind: Literal["Deployment", "StatefulSet", "Job", "DaemonSet"] = "Deployment"
-    """A DaemonSet runs one pod on each node its node_selector allows (give no replicas)."""
+    kind: Literal["Deployment", "StatefulSet", "Job", "DaemonSet", "Pod"] = "Deployment"
+    """A DaemonSet runs one pod on each node its node_selector allows (give no replicas). Pod:
+    pods made without a controller, which nothing recreates, unless `owner` names the pod that
+    owns them."""
+    owner: Name | None = None
+    """With kind Pod: the workload (kind Pod, one replica, in this namespace) whose pod owns
+    these pods and makes a new one for each that goes, as a Spark driver owns and recreates its
+    executors; a lost one's work is redone, so they are elastic, not a gang."""
     replicas: Annotated[int, Field(ge=1)] = 1
     cpu: str = "500m"
     memory: str = "512Mi"
@@ -117,6 +123,13 @@ class WorkloadSpec(_Strict):
     """spec.trafficDistribution of the Service in front of the workload: every workload that
     another one calls (`even` routing) is behind a Service of its name. None: cluster-wide."""
 
+    @field_validator("owner")
+    @classmethod
+    def _owned_pods_are_pods(cls, owner: str | None, info: ValidationInfo) -> str | None:
+        if owner is not None and info.data.get("kind") != "Pod":
+            raise ValueError("only pods of kind Pod are owned by another pod")
+        return owner
+
     @model_validator(mode="after")
     def _daemonset_has_no_count(self) -> WorkloadSpec:
         if self.kind != "DaemonSet":
@@ -132,6 +145,11 @@ class WorkloadSpec(_Strict):
     @property
     def key(self) -> str:
         return f"{self.namespace}/{self.name}"
+
+    @property
+    def recreated(self) -> bool:
+        """Whether a pod of it that goes is made again: by its controller, or its owner pod."""
+        return self.kind != "Pod" or self.owner is not None
 
     @property
     def persistent(self) -> bool:
@@ -207,6 +225,16 @@ class Scenario(_Strict):
             for end in ("source", "destination"):
                 if qualified(getattr(flow, end)) not in keys:
                     raise ValueError(f"{where}.{end}: no workload {getattr(flow, end)!r}")
+        by_key = dict(zip(keys, self.workloads, strict=True))
+        for index, workload in enumerate(self.workloads):
+            if workload.owner is None:
+                continue
+            owner = by_key.get(f"{workload.namespace}/{workload.owner}")
+            if owner is None or owner.kind != "Pod" or owner.replicas != 1 or owner.owner:
+                raise ValueError(
+                    f"workloads.{index}.owner: {workload.owner!r} must be a workload of kind Pod "
+                    f"with one replica, owned by none, in namespace {workload.namespace}"
+                )
         if isinstance(self.nodes, tuple):
             names = [n.name for n in self.nodes]
             if len(set(names)) != len(names):

@@ -112,6 +112,8 @@ def naive_baseline(scenario: Scenario, policy: Policy, *, seed: int) -> Simulati
     for key in crossing:
         old = cluster.snapshot.pods[key]
         workload = by_key[workload_key(old)]
+        if not workload.recreated:
+            continue  # evicted, it would be gone for good
         healthy = len(cluster.ready_of(workload)) - fresh[workload.key]
         if workload.pdb is not None and healthy <= workload.promised_ready:
             refused += 1
