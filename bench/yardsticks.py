@@ -1,9 +1,10 @@
 """The yardsticks `make bench-quality` holds each run against (the fair and the unconstrained
 optimum, or bounds on them, the fewest moves and the bound within the limits), kept in
 bench/results/yardsticks.json under a key of all they depend on: the scenario as parsed, the
-policy, the seed and the source of the modules that solve them. Solving them is most of a full
-run's time (50 minutes), and a change to the planner changes none of them, so a rerun after one
-takes minutes; a change to a scenario or a solver solves that again, by its key."""
+placement it starts from, the policy, the seed and the source of the modules that solve them.
+Solving them is most of a full run's time (50 minutes), and a change to the planner changes none
+of them, so a rerun after one takes minutes; a change to a scenario or a solver solves that
+again, by its key."""
 
 from __future__ import annotations
 
@@ -26,9 +27,12 @@ SOLVERS = ("fair", "optimum", "sequence", "bound", "bound_program", "bound_objec
 
 
 def key(scenario: Scenario, policy: Policy, seed: int, within: int) -> str:
-    """What the yardsticks of a run depend on, hashed."""
+    """What the yardsticks of a run depend on, hashed: the placement the runs start from
+    among them, which the simulated scheduler decides."""
     source = ROOT / "rebalancer" / "simulator"
+    start = SimulatedCluster(scenario.in_phase(0), Scheduler(seed)).snapshot.pods
     content = {
+        "start": sorted((pod, placed.node_name) for pod, placed in start.items()),
         "scenario": scenario.model_dump(mode="json"),
         "policy": policy.model_dump(mode="json"),
         "seed": seed,
