@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Any
+
+import jsonschema
 import pytest
+import yaml
 
 from rebalancer.config.policy import Policy, parse_policy
 from rebalancer.config.resolved import thresholds_of
@@ -291,3 +296,51 @@ def test_thresholds_are_read_in_the_sources_unit(text: str, pair: float, gain: f
     thresholds = thresholds_of(parse_policy(text, "p.yaml"))
     assert thresholds.min_pair_rate == pytest.approx(pair)
     assert thresholds.min_gain == pytest.approx(gain)
+
+
+def _policies_in_the_repository() -> list[tuple[str, str]]:
+    """Every policy the project ships: the example files, and the policy.yaml of every
+    ConfigMap under deploy/ and examples/install/."""
+    root = Path(__file__).resolve().parents[1]
+    found = [
+        (str(path.relative_to(root)), path.read_text())
+        for path in sorted(root.glob("examples/**/*.yaml"))
+        if "policy" in path.name and "kind: ConfigMap" not in path.read_text()
+    ]
+    for path in sorted([*root.glob("deploy/**/*.yaml"), *root.glob("examples/install/**/*.yaml")]):
+        for document in yaml.safe_load_all(path.read_text()):
+            if isinstance(document, dict) and "policy.yaml" in (document.get("data") or {}):
+                found.append((str(path.relative_to(root)), document["data"]["policy.yaml"]))
+    return found
+
+
+SHIPPED = _policies_in_the_repository()
+
+
+@pytest.mark.parametrize(("where", "text"), SHIPPED, ids=[where for where, _ in SHIPPED])
+def test_every_shipped_policy_passes_the_schema_as_it_passes_validation(
+    where: str, text: str
+) -> None:
+    """A GitOps check built on `rebalancer policy schema` accepts what the controller accepts:
+    each strategy's args by its own model, chosen by its name."""
+    parse_policy(text, where)
+    validator = jsonschema.Draft202012Validator(Policy.json_schema())
+    assert [error.message for error in validator.iter_errors(yaml.safe_load(text))] == []
+
+
+@pytest.mark.parametrize(
+    "strategy",
+    [
+        {"name": "split-peers", "args": {"min_share": "half"}},
+        {"name": "split-peers", "args": {"group_by": "namespace"}},
+        {"name": "gang-consolidation", "args": {"min_share": 0.5}},
+        {"name": "no-such-strategy"},
+    ],
+    ids=["wrong-type", "other-strategy-s-arg", "arg-it-lacks", "unknown-name"],
+)
+def test_the_schema_refuses_what_validation_refuses(strategy: dict[str, Any]) -> None:
+    document = {"strategies": [strategy]}
+    with pytest.raises(InputError):
+        parse_policy(yaml.safe_dump(document), "p")
+    validator = jsonschema.Draft202012Validator(Policy.json_schema())
+    assert list(validator.iter_errors(document))

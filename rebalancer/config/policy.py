@@ -26,6 +26,7 @@ from rebalancer.config.topology_levels import TopologyPolicy
 from rebalancer.config.training_jobs import Jobs
 from rebalancer.errors import InputError
 from rebalancer.files import parse_yaml_model, read_text
+from rebalancer.strategies.registry import STRATEGIES
 from rebalancer.strict import Strict
 from rebalancer.traffic.settings import HubbleSource, TrafficSource
 
@@ -98,6 +99,7 @@ class Policy(Strict):
             "kind": {"const": KIND},
             **schema["properties"],
         }
+        _strategies_by_name(schema)
         return schema
 
     @model_validator(mode="after")
@@ -156,3 +158,32 @@ def _check_size(size: int, origin: str) -> None:
             f"{origin}: {size} bytes; a policy is at most {POLICY_LIMIT_BYTES}"
             " (a ConfigMap's limit)"
         )
+
+
+def _strategies_by_name(schema: dict[str, Any]) -> None:
+    """A strategy's args are checked by its own model, chosen by its name, which the generated
+    schema cannot see: it would hold every strategy to the args base alone and refuse their
+    own (`min_share`). Each registered strategy becomes one alternative, its name fixed and its
+    args its own model's; `args` may be left out, as the policy fills in the defaults."""
+    defs = schema["$defs"]
+    config = defs["StrategyConfig"]
+    choices = []
+    for name, spec in sorted(STRATEGIES.items()):
+        args = spec.args_type.model_json_schema(ref_template="#/$defs/{model}")
+        defs.update(args.pop("$defs", {}))
+        defs[spec.args_type.__name__] = args
+        properties = {
+            **config["properties"],
+            "name": {**config["properties"]["name"], "const": name},
+            "args": {"$ref": f"#/$defs/{spec.args_type.__name__}"},
+        }
+        choices.append(
+            {
+                "type": "object",
+                "additionalProperties": False,
+                "required": ["name"],
+                "properties": properties,
+            }
+        )
+    defs["StrategyConfig"] = {"description": config["description"], "oneOf": choices}
+    defs.pop("StrategyArgs", None)
