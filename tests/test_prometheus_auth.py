@@ -214,7 +214,10 @@ def test_access_flags_that_cannot_work_exit_2_naming_the_flag(
     for flags, message in [
         (["--prometheus-username", "u"], "basic auth needs both --prometheus-username"),
         (["--prometheus-ca-file", str(files.workdir / "missing.pem")], "--prometheus-ca-file: "),
-        (["--prometheus-header", "no colon"], "--prometheus-header: expected NAME:VALUE"),
+        (
+            ["--prometheus-header", "no colon"],
+            "--prometheus-header (number 1): expected NAME:VALUE",
+        ),
     ]:
         args = ["plan", "--snapshot", str(files.snapshot), "--prometheus", url, *flags]
         assert main(args) == 2

@@ -253,10 +253,18 @@ _HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
 def prometheus_access(args: argparse.Namespace) -> PrometheusAccess:
     """The access flags as settings, or InputError naming the flag that cannot work."""
     headers = {}
-    for given in args.prometheus_header:
+    for number, given in enumerate(args.prometheus_header, 1):
+        # Never echoed: a header's value may be a secret (and one without a colon all of it).
         name, colon, value = given.partition(":")
-        if not colon or not _HEADER_NAME.fullmatch(name.strip()) or "\n" in value:
-            raise InputError(f"--prometheus-header: expected NAME:VALUE, got {given!r}")
+        if not colon or not _HEADER_NAME.fullmatch(name.strip()):
+            raise InputError(
+                f"--prometheus-header (number {number}): expected NAME:VALUE, NAME a token"
+            )
+        if any((ord(char) < 0x20 and char != "\t") or ord(char) == 0x7F for char in value):
+            raise InputError(
+                f"--prometheus-header {name.strip()}: its value holds a line break or another "
+                "control character"
+            )
         headers[name.strip()] = value.strip()
     access = PrometheusAccess(
         bearer_token_file=args.prometheus_bearer_token_file,

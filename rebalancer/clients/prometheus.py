@@ -5,6 +5,7 @@ parser that reads recorded files too.
 from __future__ import annotations
 
 import base64
+import ssl
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -17,6 +18,27 @@ from urllib3.util.retry import Retry
 from rebalancer.traffic.answer import http_failure, parse_answer
 from rebalancer.traffic.model import AnswerOrFailure, TrafficFailure
 from rebalancer.traffic.queries import Queries
+
+MAX_SECRET_BYTES = 64 * 1024
+"""A token or password file larger than this is refused: a server would answer 431."""
+
+
+def read_secret(path: Path) -> str:
+    """A token or password file as sent: UTF-8 on one line, the whitespace around it dropped.
+    A ValueError says what is wrong with it, never what it holds."""
+    with path.open("rb") as file:
+        raw = file.read(MAX_SECRET_BYTES + 1)
+    if len(raw) > MAX_SECRET_BYTES:
+        raise ValueError(f"larger than {MAX_SECRET_BYTES // 1024} KiB")
+    try:
+        text = raw.decode("utf-8").strip()
+    except UnicodeDecodeError:
+        raise ValueError("not UTF-8 text") from None
+    if not text:
+        raise ValueError("empty")
+    if any(ord(char) < 0x20 or ord(char) == 0x7F for char in text):
+        raise ValueError("holds a line break or another control character")
+    return text
 
 
 @dataclass(frozen=True)
@@ -59,10 +81,40 @@ class PrometheusAccess:
         for flag, path in files.items():
             if path is not None and not path.is_file():
                 found.append(f"{flag}: {path} is not a readable file")
+        if found:
+            return found
+        for flag, path in list(files.items())[:2]:
+            if path is not None:
+                try:
+                    read_secret(path)
+                except (OSError, ValueError) as error:
+                    found.append(f"{flag}: {path}: {error}")
+        found += self._tls_problems()
+        return found
+
+    def _tls_problems(self) -> list[str]:
+        """The CA bundle and client certificate as the TLS library would load them, so a file
+        of something else is named before the first query rather than failing every one."""
+        found = []
+        if self.ca_file is not None:
+            try:
+                ssl.create_default_context(cafile=str(self.ca_file))
+            except (ssl.SSLError, ValueError, OSError):
+                found.append(f"--prometheus-ca-file: {self.ca_file} is not a PEM CA bundle")
+        if self.cert_file is not None and self.key_file is not None:
+            try:
+                ssl.create_default_context().load_cert_chain(
+                    str(self.cert_file), str(self.key_file)
+                )
+            except (ssl.SSLError, ValueError, OSError):
+                found.append(
+                    f"--prometheus-cert-file, --prometheus-key-file: {self.cert_file} and "
+                    f"{self.key_file} are not a PEM certificate and its key"
+                )
         return found
 
     def _secret(self, path: Path) -> str:
-        return path.read_text(encoding="utf-8").strip()
+        return read_secret(path)
 
     def request_options(self) -> dict[str, Any]:
         """Per query: the Authorization header from the files as they are now, the headers,
@@ -111,7 +163,7 @@ class PrometheusReader:
     def query(self, promql: str, labels: tuple[str, ...] = ()) -> AnswerOrFailure:
         try:
             options = self.access.request_options()
-        except OSError as error:
+        except (OSError, ValueError) as error:
             return TrafficFailure("unreachable", f"{self.url}: cannot read a credential ({error})")
         try:
             response = self._session.get(
