@@ -20,22 +20,33 @@ _SHOWN_PROBLEMS = 5
 _PROBLEM_CHARACTERS = 300
 
 
-def read_text(path: Path, what: str) -> str:
+MIB = 1024 * 1024
+LARGE_INPUT_BYTES = 1024 * MIB
+"""A snapshot or a saved traffic answer: 100,000 pods' are about 90 and 210 MiB."""
+
+
+def read_bytes(path: Path, what: str, limit: int) -> bytes:
+    """At most `limit` bytes: a device such as /dev/zero, or a file given by mistake, would
+    otherwise be read until memory runs out (its size says nothing: 0 for a device)."""
     try:
-        return path.read_text(encoding="utf-8")
+        with path.open("rb") as file:
+            data = file.read(limit + 1)
     except OSError as error:
         raise InputError(f"{path}: cannot read {what} ({error.strerror})") from None
+    if len(data) > limit:
+        most = f"{limit // MIB} MiB" if limit % MIB == 0 else f"{limit} bytes"
+        raise InputError(f"{path}: a {what} is at most {most}; this is more")
+    return data
+
+
+def read_text(path: Path, what: str, limit: int) -> str:
+    data = read_bytes(path, what, limit)
+    try:
+        return data.decode("utf-8")
     except UnicodeDecodeError as error:
         raise InputError(
             f"{path}: cannot read {what} (not UTF-8 text: byte {error.start})"
         ) from None
-
-
-def read_bytes(path: Path, what: str) -> bytes:
-    try:
-        return path.read_bytes()
-    except OSError as error:
-        raise InputError(f"{path}: cannot read {what} ({error.strerror})") from None
 
 
 def describe_validation_error(error: ValidationError) -> str:

@@ -14,6 +14,8 @@ import pytest
 from harness.process import free_port
 from rebalancer.cli import main
 from rebalancer.cli.parser import build_parser
+from rebalancer.errors import InputError
+from rebalancer.files import read_bytes, read_text
 
 DEMO = Path(__file__).parent.parent / "examples" / "demo"
 DEMO_ARGS = [
@@ -347,3 +349,28 @@ def test_version_and_policy_checks(capsys: pytest.CaptureFixture[str], tmp_path:
     schema = json.loads(out)
     assert code == 0 and schema["properties"]["kind"] == {"const": "RebalancerPolicy"}
     assert schema["additionalProperties"] is False
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["policy", "validate", "/dev/zero"], "/dev/zero: a policy is at most 1 MiB; this is more"),
+        (["simulate", "/dev/zero"], "/dev/zero: a scenario is at most 16 MiB; this is more"),
+    ],
+    ids=["policy", "scenario"],
+)
+def test_a_device_given_as_a_file_is_refused_at_its_limit(
+    args: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """/dev/zero has no size: checked by the file's size, it was read until memory ran out."""
+    code, _out, err = run(args, capsys)
+    assert code == 2 and err == f"rebalancer: {message}\n"
+
+
+def test_every_input_file_is_read_to_its_limit_only(tmp_path: Path) -> None:
+    with pytest.raises(InputError, match="a snapshot is at most 1000 bytes; this is more"):
+        read_bytes(Path("/dev/zero"), "snapshot", 1000)
+    latin = tmp_path / "latin.yaml"
+    latin.write_bytes(b"mode: \xe9vict\n")
+    with pytest.raises(InputError, match="not UTF-8 text: byte 6"):
+        read_text(latin, "policy", 1000)

@@ -18,6 +18,7 @@ from rebalancer.clients.prometheus import PrometheusReader
 from rebalancer.cluster.model import Snapshot
 from rebalancer.config.policy import Policy, load_policy, parse_policy
 from rebalancer.errors import EXIT_OK, InputError, SourceUnavailableError
+from rebalancer.files import LARGE_INPUT_BYTES, read_text
 from rebalancer.planning.cycle import CycleOutcome, collector_paused, plan_cycle, topology_of
 from rebalancer.planning.report import (
     outcome_json,
@@ -45,9 +46,10 @@ def _cluster_source(args: argparse.Namespace, command: str) -> Callable[[], Snap
 def _read_state(path: Path | None) -> PlannerState:
     if path is None or not path.exists():
         return PlannerState()
+    text = read_text(path, "planner state file", LARGE_INPUT_BYTES)
     try:
-        return PlannerState.model_validate_json(path.read_text(encoding="utf-8"))
-    except (OSError, ValidationError) as error:
+        return PlannerState.model_validate_json(text)
+    except ValidationError as error:
         raise InputError(f"{path}: not a planner state file ({type(error).__name__})") from None
 
 

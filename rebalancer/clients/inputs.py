@@ -15,7 +15,7 @@ from typing import Protocol
 from rebalancer.cluster.model import Snapshot
 from rebalancer.cluster.parse import decode_snapshot
 from rebalancer.errors import InputError
-from rebalancer.files import read_bytes
+from rebalancer.files import LARGE_INPUT_BYTES, read_bytes
 from rebalancer.traffic.answer import parse_answer
 from rebalancer.traffic.mapping import read_traffic
 from rebalancer.traffic.model import AnswerOrFailure, Traffic, TrafficFailure
@@ -27,7 +27,7 @@ Answers = tuple[AnswerOrFailure, AnswerOrFailure | None]
 
 
 def load_snapshot(path: Path) -> Snapshot:
-    return decode_snapshot(read_bytes(path, "snapshot"), str(path))
+    return decode_snapshot(read_bytes(path, "snapshot", LARGE_INPUT_BYTES), str(path))
 
 
 class AnswerReader(Protocol):
@@ -45,7 +45,7 @@ class RecordedAnswer:
 
     @classmethod
     def from_file(cls, path: Path) -> RecordedAnswer:
-        return cls(read_bytes(path, "traffic file"), str(path))
+        return cls(read_bytes(path, "traffic file", LARGE_INPUT_BYTES), str(path))
 
     def read(self, queries: Queries) -> Answers:
         parsed = parse_answer(self.body, queries.labels)

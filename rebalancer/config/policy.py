@@ -7,7 +7,6 @@ pods protected. Unknown keys are refused rather than ignored.
 
 from __future__ import annotations
 
-import contextlib
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -147,9 +146,7 @@ def parse_policy(text: str, origin: str) -> Policy:
 
 
 def load_policy(path: Path) -> Policy:
-    with contextlib.suppress(OSError):  # read_text names the problem
-        _check_size(path.stat().st_size, str(path))
-    return parse_policy(read_text(path, "policy"), str(path))
+    return parse_policy(read_text(path, "policy", POLICY_LIMIT_BYTES), str(path))
 
 
 def _check_size(size: int, origin: str) -> None:
