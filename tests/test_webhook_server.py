@@ -100,8 +100,9 @@ def test_a_silent_connection_holds_up_no_review(
         ("/mutate", b"{not json", {}, 200),
         ("/mutate", b"[1, 2]", {}, 200),
         ("/mutate", b"{}", {"Content-Length": str(64 * 1024 * 1024)}, 200),
+        ("/mutate", b"[" * 100_000 + b"]" * 100_000, {}, 200),
     ],
-    ids=["other-path", "not-json", "not-an-object", "too-large"],
+    ids=["other-path", "not-json", "not-an-object", "too-large", "nested-100000-deep"],
 )
 def test_every_request_gets_an_answer_and_every_review_an_allowed_one(
     served: tuple[WebhookServer, ssl.SSLContext],

@@ -124,7 +124,8 @@ class WebhookServer:
 
             def _review(self) -> Any:
                 """The review sent, or None when it cannot be read: too large, cut short, not
-                JSON. Such a request is still answered, "allowed, unchanged"."""
+                JSON, nested too deep to decode. Such a request is still answered, "allowed,
+                unchanged"."""
                 try:
                     length = int(self.headers.get("Content-Length", ""))
                 except ValueError:
@@ -135,7 +136,7 @@ class WebhookServer:
                     return None
                 try:
                     return json.loads(self.rfile.read(length))
-                except (OSError, ValueError) as error:
+                except (OSError, ValueError, RecursionError) as error:  # arrays 100,000 deep
                     _log.warning("malformed admission review: %s", one_line(error, 200))
                     self.close_connection = True
                     return None
