@@ -527,3 +527,17 @@ def test_a_bad_endpoint_condition_is_named() -> None:
     broken["endpoints"][0]["conditions"]["ready"] = "yes"
     with pytest.raises(InputError, match=r"endpoints\[0\]\.conditions\.ready"):
         snapshot_of([b.service("api", {"app": "api"}), broken])
+
+
+def test_a_pod_listed_twice_in_one_slice_is_one_endpoint() -> None:
+    """A slice written by hand (or by a controller gone wrong) may list a pod twice: counted
+    twice, its zone's share of the calls and the routing advice were wrong."""
+    snapshot = snapshot_of(
+        [
+            b.node("n1", "a"),
+            b.service("api", {"app": "api"}),
+            b.endpoint_slice("api-1", "api", [("api-0", "n1", "a"), ("api-0", "n1", "a")]),
+        ]
+    )
+    [service] = snapshot.services.values()
+    assert [endpoint.pod for endpoint in service.endpoints] == ["default/api-0"]

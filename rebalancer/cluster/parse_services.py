@@ -58,10 +58,8 @@ def _endpoint(namespace: str, wire: WireEndpoint) -> Endpoint:
 
 def _endpoints(namespace: str, slices: Sequence[WireObject]) -> tuple[Endpoint, ...]:
     """A Service's endpoints from all its slices, each pod once: a dual-stack Service lists
-    it in a slice per address family."""
+    it in a slice per address family, and a slice written by hand may list it twice."""
     endpoints = [_endpoint(namespace, wire) for item in slices for wire in item.endpoints or ()]
-    if len(slices) < 2:
-        return tuple(endpoints)
     seen: set[str] = set()
     kept: list[Endpoint] = []
     for endpoint in endpoints:
