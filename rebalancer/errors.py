@@ -33,3 +33,16 @@ def where_and_what(validation_error: object) -> tuple[str, str]:
     callers can put the path first, as every other input error does."""
     problem, _, path = one_line(validation_error).partition(" - at `$")
     return path.removesuffix("`"), problem[:1].lower() + problem[1:]
+
+
+_CONTROLS = {
+    code: f"\\x{code:02x}" for code in (*range(0x20), *range(0x7F, 0xA0)) if chr(code) != "\n"
+}
+"""Every C0 and C1 control but the newline, and DEL, each as its escape."""
+
+
+def printable(text: str) -> str:
+    """Text for a terminal, its lines kept: a label value or name holding an escape sequence
+    (a zone label set to "\\x1b]0;..." on a node) would otherwise drive the operator's
+    terminal."""
+    return text.translate(_CONTROLS)

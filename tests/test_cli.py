@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from harness import builders as b
 from harness.process import free_port
 from rebalancer.cli import main
 from rebalancer.cli.parser import build_parser
@@ -374,3 +375,35 @@ def test_every_input_file_is_read_to_its_limit_only(tmp_path: Path) -> None:
     latin.write_bytes(b"mode: \xe9vict\n")
     with pytest.raises(InputError, match="not UTF-8 text: byte 6"):
         read_text(latin, "policy", 1000)
+
+
+ESCAPE = "\x1b]0;owned\x07\x1b[2J"
+
+
+def test_escape_sequences_from_the_cluster_reach_no_terminal(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A zone label or node name holding an escape sequence (a handmade or hostile snapshot)
+    is printed escaped by `plan` and `topology`, in tables and in errors alike."""
+    nodes = [b.node(f"n-a{ESCAPE}", f"a{ESCAPE}", "r1"), b.node("n-b", "b", "r1")]
+    objects = [
+        *nodes,
+        *b.deployment_pods("client", [f"n-a{ESCAPE}"] * 2),
+        *b.deployment_pods("server", ["n-b"] * 2),
+    ]
+    snapshot = tmp_path / "snapshot.json"
+    snapshot.write_text(json.dumps(b.k8s_list(objects)))
+    keys = [f"default/{o['metadata']['name']}" for o in objects if o["kind"] == "Pod"]
+    rates = {(a, z): 10.0 for a in keys[:2] for z in keys[2:]}
+    traffic = tmp_path / "traffic.json"
+    traffic.write_text(json.dumps(b.hubble_vector(rates)))
+    policy = tmp_path / "policy.yaml"
+    policy.write_text("persistence: {cycles: 1}\n")
+    for args in (
+        ["plan", "--policy", str(policy), "--snapshot", str(snapshot), "--traffic", str(traffic)],
+        ["topology", "--snapshot", str(snapshot)],
+        ["plan", "--snapshot", str(snapshot), "--traffic", str(tmp_path / f"gone{ESCAPE}")],
+    ):
+        _code, out, err = run(args, capsys)
+        assert "\x1b" not in out + err and "\x07" not in out + err
+    assert "\\x1b" in err  # the missing file's name, escaped

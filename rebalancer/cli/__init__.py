@@ -8,7 +8,7 @@ from collections.abc import Sequence
 
 from rebalancer.cli import controller, offline
 from rebalancer.cli.parser import build_parser
-from rebalancer.errors import InputError, SourceUnavailableError
+from rebalancer.errors import InputError, SourceUnavailableError, printable
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -24,5 +24,5 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return commands[args.command](args)
     except (InputError, SourceUnavailableError) as error:
-        print(f"rebalancer: {error}", file=sys.stderr)
+        print(printable(f"rebalancer: {error}"), file=sys.stderr)
         return error.exit_code

@@ -24,7 +24,7 @@ from rebalancer.controller.logs import configure as configure_logging
 from rebalancer.controller.loop import Controller, PolicySource
 from rebalancer.controller.metrics import ControllerMetrics
 from rebalancer.controller.metrics import serve as serve_metrics
-from rebalancer.errors import EXIT_OK, InputError, SourceUnavailableError
+from rebalancer.errors import EXIT_OK, InputError, SourceUnavailableError, printable
 from rebalancer.identity import running_version
 from rebalancer.planning.surge import SCALED_DOWN_GRACE_SECONDS
 from rebalancer.webhook.server import WebhookServer
@@ -133,7 +133,7 @@ def run(args: argparse.Namespace) -> int:
                 settle_surges(controller, policies.current()[0])
             if report.result == "ok":
                 return EXIT_OK
-            print(f"rebalancer: cycle {report.result}: {report.detail}", file=sys.stderr)
+            print(printable(f"rebalancer: cycle {report.result}: {report.detail}"), file=sys.stderr)
             return SourceUnavailableError.exit_code
         stop = threading.Event()
         for signum in (signal.SIGTERM, signal.SIGINT):

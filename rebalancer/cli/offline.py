@@ -17,7 +17,7 @@ from rebalancer.clients.kube_api import api_client, list_cluster, read_snapshot
 from rebalancer.clients.prometheus import PrometheusReader
 from rebalancer.cluster.model import Snapshot
 from rebalancer.config.policy import Policy, load_policy, parse_policy
-from rebalancer.errors import EXIT_OK, InputError, SourceUnavailableError
+from rebalancer.errors import EXIT_OK, InputError, SourceUnavailableError, printable
 from rebalancer.files import LARGE_INPUT_BYTES, read_text
 from rebalancer.planning.cycle import CycleOutcome, collector_paused, plan_cycle, topology_of
 from rebalancer.planning.report import (
@@ -102,10 +102,12 @@ def _print(outcome: CycleOutcome, policy: Policy, output: str) -> None:
     if output == "json":
         print(json.dumps(outcome_json(outcome, unit, currency), indent=2))
     else:
-        print(outcome_table(outcome, unit, currency))
+        print(printable(outcome_table(outcome, unit, currency)))
     if outcome.failure is not None:
         print(
-            f"rebalancer: no moves: traffic {outcome.failure.reason}: {outcome.failure.detail}",
+            printable(
+                f"rebalancer: no moves: traffic {outcome.failure.reason}: {outcome.failure.detail}"
+            ),
             file=sys.stderr,
         )
 
@@ -135,7 +137,7 @@ def simulate_command(args: argparse.Namespace) -> int:
     if args.output == "json":
         print(json.dumps(result_json(result), indent=2))
     else:
-        print(result_table(result))
+        print(printable(result_table(result)))
     if args.plot is not None:
         rows = result.cycles
         series = {
@@ -158,7 +160,7 @@ def snapshot(args: argparse.Namespace) -> int:
         args.output.write_text(json.dumps(document, indent=1), encoding="utf-8")
     except OSError as error:
         raise InputError(f"{args.output}: cannot write snapshot ({error.strerror})") from None
-    print(f"wrote {len(document['items'])} objects to {args.output}")
+    print(printable(f"wrote {len(document['items'])} objects to {args.output}"))
     return EXIT_OK
 
 
@@ -168,7 +170,7 @@ def topology(args: argparse.Namespace) -> int:
     if args.output == "json":
         print(json.dumps(topology_json(found), indent=2))
     else:
-        print(topology_table(found))
+        print(printable(topology_table(found)))
     return EXIT_OK
 
 
@@ -178,5 +180,5 @@ def policy(args: argparse.Namespace) -> int:
         return EXIT_OK
     checked = load_policy(args.file)
     levels = ", ".join(level.name for level in checked.topology.resolved_levels)
-    print(f"{args.file}: a valid policy (mode {checked.mode}; levels {levels})")
+    print(printable(f"{args.file}: a valid policy (mode {checked.mode}; levels {levels})"))
     return EXIT_OK
