@@ -407,3 +407,19 @@ def test_escape_sequences_from_the_cluster_reach_no_terminal(
         _code, out, err = run(args, capsys)
         assert "\x1b" not in out + err and "\x07" not in out + err
     assert "\\x1b" in err  # the missing file's name, escaped
+
+
+def test_a_saved_answer_with_a_pair_twice_is_its_file_s_fault(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Exit 2 naming the file: a saved answer is the user's to fix (a live one fails the
+    cycle's traffic instead, exit 3, as a source that may heal)."""
+    demo = Path(__file__).resolve().parents[1] / "examples" / "demo"
+    answer = json.loads((demo / "traffic.json").read_text())
+    answer["data"]["result"].append(answer["data"]["result"][0])
+    traffic = tmp_path / "traffic.json"
+    traffic.write_text(json.dumps(answer))
+    code, _out, err = run(
+        ["plan", "--snapshot", str(demo / "snapshot.json"), "--traffic", str(traffic)], capsys
+    )
+    assert (code, err) == (2, f"rebalancer: {traffic}: 1 duplicate series for the same pair\n")

@@ -70,10 +70,20 @@ class TrafficInput:
         return self.reader.read(self.queries)
 
     def mapped(self, answers: Answers, snapshot: Snapshot) -> Traffic | TrafficFailure:
+        """A saved answer that cannot be read as traffic (the same pair twice, say) is the
+        user's file to fix, named; a live one fails the cycle's traffic, which may heal."""
         answer, freshness = answers
-        return read_traffic(
+        traffic = read_traffic(
             answer, freshness, self.queries, snapshot, self.settings.max_age_seconds
         )
+        recorded = self.reader
+        if (
+            isinstance(traffic, TrafficFailure)
+            and isinstance(recorded, RecordedAnswer)
+            and traffic.reason == "bad-response"
+        ):
+            raise InputError(f"{recorded.origin}: {traffic.detail}")
+        return traffic
 
     def read(self, snapshot: Snapshot) -> Traffic | TrafficFailure:
         return self.mapped(self.answers(), snapshot)
