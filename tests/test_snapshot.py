@@ -224,6 +224,26 @@ def _offers_gpus(count: str) -> Callable[[dict[str, Any]], None]:
             b.k8s_list([b.node("n1", "a"), {"kind": "Pod", "spec": {"priority": "high"}}]),
             "s.json: items[1] (Pod): spec.priority: expected `int | null`, got `str`",
         ),
+        (
+            b.k8s_list([b.pod("p", "n1", None, cpu=" 5")]),
+            "s.json: items[0] (Pod p): spec.containers[0].resources.requests.cpu: "
+            "invalid quantity ' 5'",
+        ),
+        (
+            b.k8s_list([b.pod("p", "n1", None, cpu="1_000")]),
+            "s.json: items[0] (Pod p): spec.containers[0].resources.requests.cpu: "
+            "invalid quantity '1_000'",
+        ),
+        (
+            b.k8s_list([b.node("n1", "a"), {"kind": "Pod", "spec": {"nodeName": "n1"}}]),
+            "s.json: items[1] (Pod): metadata.name: missing",
+        ),
+        (
+            b.k8s_list(
+                [b.pod("p", "n1", None, mutate=lambda o: o["spec"].update(priority=10**30))]
+            ),
+            "s.json: items[0] (Pod p): spec.priority: expected `int` <= 2147483647",
+        ),
     ],
     ids=[
         "not-a-list",
@@ -237,6 +257,10 @@ def _offers_gpus(count: str) -> Callable[[dict[str, Any]], None]:
         "negative-extended-allocatable",
         "wrong-type",
         "unnamed",
+        "quantity-with-a-space",
+        "quantity-with-an-underscore",
+        "pod-without-metadata",
+        "priority-past-int32",
     ],
 )
 @pytest.mark.parametrize("given_as", ["decoded", "bytes"])

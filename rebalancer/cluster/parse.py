@@ -112,6 +112,8 @@ def parse_items(
     for index, (raw, kind) in enumerate(items):
         item = raw if type(raw) is WireObject else _converted(raw, f"{origin}: items[{index}]")
         metadata = item.metadata or NO_METADATA
+        if not metadata.name:  # every object the API server hands over has one
+            raise InputError(f"{origin}: items[{index}] ({kind}): metadata.name: missing")
         if kind == "Pod":
             pods.append((index, item))
             continue

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import math
+import re
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
@@ -27,7 +28,16 @@ def whole_units(raw: str | int | float, scale: int) -> int:
     return _scaled_text(raw, scale) if type(raw) is str else _scaled(raw, scale)
 
 
+_SYNTAX = re.compile(
+    r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+|[KMGTPE]i|[numkMGTPE])?", re.ASCII
+)
+"""A quantity as the API server reads one (resource.ParseQuantity): parse_quantity also takes
+spaces, underscores and non-ASCII digits (" 5", "1_000"), which no API object holds."""
+
+
 def _scaled(raw: Any, scale: int) -> int:
+    if isinstance(raw, str) and not _SYNTAX.fullmatch(raw):
+        raise ValueError(f"not a quantity: {raw!r}")
     value = Decimal(parse_quantity(raw))  # type: ignore[no-untyped-call]
     if not value.is_finite() or not 0 <= value <= _LARGEST:  # the API server refuses negatives
         raise ValueError(f"quantity out of range: {raw!r}")

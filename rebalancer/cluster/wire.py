@@ -135,7 +135,7 @@ class WireSpec(msgspec.Struct):
     nodeSelector: dict[str, str] | None = None  # noqa: N815
     tolerations: list[dict[str, Any]] | None = None
     topologySpreadConstraints: list[WireSpreadConstraint] | None = None  # noqa: N815
-    priority: int | None = None
+    priority: Annotated[int, msgspec.Meta(ge=-(2**31), le=2**31 - 1)] | None = None  # int32
     priorityClassName: str | None = None  # noqa: N815
     restartPolicy: str | None = None  # noqa: N815
     # Node
