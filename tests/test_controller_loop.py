@@ -50,7 +50,8 @@ def test_slow_cycles_never_overlap_and_overruns_are_counted() -> None:
         api=None,  # type: ignore[arg-type]  # run_cycle is replaced; nothing calls the API
         snapshots=Snapshot,
         prometheus_url="http://127.0.0.1:1",
-        policies=FixedPolicy(Policy(interval_seconds=0.2)),
+        # Below what a policy may say (a second), to overrun fast: the loop takes it as given.
+        policies=FixedPolicy(Policy().model_copy(update={"interval_seconds": 0.2})),
         state=None,  # type: ignore[arg-type]
         metrics=metrics,
         recorder=None,  # type: ignore[arg-type]

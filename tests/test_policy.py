@@ -106,6 +106,11 @@ traffic:
             id="wrong-type",
         ),
         pytest.param(
+            "interval_seconds: 1e-6",
+            "p.yaml: interval_seconds: Input should be greater than or equal to 1",
+            id="interval-back-to-back",
+        ),
+        pytest.param(
             "limits: {per_cycle: -1}",
             "p.yaml: limits.per_cycle: Input should be greater than or equal to 0",
             id="negative-limit",

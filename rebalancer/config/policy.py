@@ -44,8 +44,9 @@ class Policy(Strict):
     mode: Mode = "dry-run"
     """`dry-run` plans and evicts nothing; `evict` evicts through the Eviction API; `migrate`
     also steers each replacement to the planned domain (needs the webhook)."""
-    interval_seconds: Annotated[float, Field(gt=0)] = 300
-    """Time between cycles; a new value takes effect after the next cycle."""
+    interval_seconds: Annotated[float, Field(ge=1)] = 300
+    """Time between cycles; a new value takes effect after the next cycle. At least a second:
+    a typo (1e-6) would run the cycles back to back, each reading the whole cluster."""
     topology: TopologyPolicy = TopologyPolicy()
     """The network levels, from node labels."""
     traffic: TrafficSource = HubbleSource(source="hubble")
